@@ -1,0 +1,3 @@
+from kerasbatch.layers.pad_sequences import PadSequences
+
+__all__ = ["PadSequences"]

@@ -1,0 +1,444 @@
+"""The base of every builder: inputs → plan → `tf.data` pipeline for `model.fit`."""
+
+import collections
+import numbers
+import threading
+
+import numpy as np
+import tensorflow as tf
+
+from kerasbatch import padding as padding_lib
+from kerasbatch import plan as plan_lib
+from kerasbatch import sources
+
+OVERFLOW_POLICIES = ("error", "truncate", "drop")
+_PLAN_CACHE_SIZE = 4
+
+
+class Builder:
+    """Base class of the dataset builders.
+
+    A builder turns variable-length sequences into a `tf.data.Dataset` of
+    padded batches that `model.fit` takes directly. Each epoch's batches are
+    planned in numpy from the lengths alone (a pure function of `seed` and the
+    epoch), then gathered and padded once per batch in the pipeline.
+
+    Subclasses decide which elements form a batch (`_plan_batches`); the base
+    handles inputs, overflow policies, padding, statistics and the pipeline.
+
+    Args:
+        batch_size: elements per batch.
+        shuffle: reshuffle the batches every epoch.
+        seed: int seed; epoch k's batches depend only on `(seed, k)`. None
+            draws one at construction (then kept in `get_config()`).
+        drop_remainder: drop the last, smaller batch (of each bucket); the
+            dropped elements are counted in `statistics().dropped`.
+        padding: how sequence components are padded: None (value 0, to the
+            batch's longest element), a `kerasbatch.Padding` or config dict
+            for all components, or a dict mapping component names (`"x"`,
+            `"y"`, `"sample_weight"` or dict keys) to one.
+        max_length: the longest element allowed, or None.
+        overflow: what happens to elements longer than `max_length`:
+            `"error"` (raise, naming the element), `"truncate"` (cut to
+            `max_length`, counted) or `"drop"` (leave out, counted).
+        output_lengths: add each sequence component's (cut) lengths to x as
+            `"<name>_length"` int32 entries of shape `(batch,)`; a single x
+            becomes the dict `{"x": ..., "x_length": ...}`.
+        output_mask: emit the padding mask of the per-frame targets as
+            `sample_weight` (1.0 real, 0.0 padding; shape `(batch, time)`),
+            multiplied by any `sample_weight` given, for masked losses.
+        prefetch: batches to prefetch: `"auto"` (tf.data AUTOTUNE), an int,
+            or 0 / None for none.
+    """
+
+    #: Whether `Padding(length="bucket")` makes sense for this builder.
+    has_buckets = False
+    #: Whether the builder can size batches without `batch_size`.
+    sizes_batches_itself = False
+
+    def __init__(
+        self,
+        batch_size=32,
+        *,
+        shuffle=True,
+        seed=0,
+        drop_remainder=False,
+        padding=None,
+        max_length=None,
+        overflow="error",
+        output_lengths=False,
+        output_mask=False,
+        prefetch="auto",
+    ):
+        self.batch_size = _optional_positive_int(batch_size, "batch_size")
+        if batch_size is None and not self.sizes_batches_itself:
+            raise ValueError(f"{type(self).__name__} needs a batch_size.")
+        self.shuffle = _bool(shuffle, "shuffle")
+        if seed is None:
+            seed = int(np.random.SeedSequence().entropy % (2**31))
+        if not _is_int(seed) or seed < 0:
+            raise ValueError(f"seed must be a non-negative int or None, got {seed!r}.")
+        self.seed = int(seed)
+        self.drop_remainder = _bool(drop_remainder, "drop_remainder")
+        padding_lib.resolve_padding(padding, [], "batch")  # validates the form
+        self.padding = padding
+        self.max_length = _optional_positive_int(max_length, "max_length")
+        if overflow not in OVERFLOW_POLICIES:
+            raise ValueError(
+                f"overflow must be one of {OVERFLOW_POLICIES}, got {overflow!r}."
+            )
+        self.overflow = overflow
+        self.output_lengths = _bool(output_lengths, "output_lengths")
+        self.output_mask = _bool(output_mask, "output_mask")
+        if not (prefetch in ("auto", None) or (_is_int(prefetch) and prefetch >= 0)):
+            raise ValueError(
+                f"prefetch must be 'auto', None or an int >= 0, got {prefetch!r}."
+            )
+        self.prefetch = prefetch
+        with tf.device("/CPU:0"):
+            self._epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+        self._data = None
+        self._plans = collections.OrderedDict()
+        self._plans_lock = threading.Lock()
+        self._last_started_epoch = None
+
+    # ----------------------------------------------------------------- config
+    def get_config(self):
+        """The constructor arguments, JSON-serialisable."""
+        return {
+            "batch_size": self.batch_size,
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "drop_remainder": self.drop_remainder,
+            "padding": padding_lib.padding_config(self.padding),
+            "max_length": self.max_length,
+            "overflow": self.overflow,
+            "output_lengths": self.output_lengths,
+            "output_mask": self.output_mask,
+            "prefetch": self.prefetch,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.get_config() == other.get_config()
+
+    def __repr__(self):
+        arguments = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
+        return f"{type(self).__name__}({arguments})"
+
+    # ------------------------------------------------------------------ epoch
+    @property
+    def epoch(self):
+        """The epoch the next iteration of a built dataset will use."""
+        return int(self._epoch.numpy())
+
+    def set_epoch(self, epoch):
+        """Makes the next iteration of the built dataset yield epoch `epoch`.
+
+        Every new iteration (each `model.fit` epoch) otherwise advances the
+        epoch by one; `kerasbatch.callbacks.EpochReshuffle` calls this in
+        `on_epoch_begin` so that resumed training sees the same batches.
+        """
+        if not _is_int(epoch) or epoch < 0:
+            raise ValueError(f"epoch must be a non-negative int, got {epoch!r}.")
+        self._epoch.assign(int(epoch))
+
+    @property
+    def last_started_epoch(self):
+        """The epoch of the most recently started iteration, or None."""
+        return self._last_started_epoch
+
+    # ------------------------------------------------------------------ build
+    def build(self, x, y=None, sample_weight=None):
+        """Returns a `tf.data.Dataset` of padded batches for `model.fit`.
+
+        Args:
+            x: sequences (list of arrays with a varying first axis, or a
+                `tf.RaggedTensor`), per-example arrays, or a dict of those.
+            y: targets, in the same forms: per-example labels or per-frame
+                sequences aligned with x. Optional.
+            sample_weight: weights, per example or per frame. Optional.
+
+        Returns:
+            A dataset of `x`, `(x, y)` or `(x, y, sample_weight)` batches with
+            exact cardinality; sequence components are padded dense tensors of
+            shape `(batch, length, *trailing)`.
+        """
+        data = sources.from_inputs(x, y, sample_weight)
+        lengths = data.element_lengths()
+        candidates, overflow_limit, policy_dropped = self._apply_overflow(lengths)
+        names = [c.name for c in data.sequence_components]
+        paddings = padding_lib.resolve_padding(
+            self.padding, names, self._default_padding_length()
+        )
+        if not self.has_buckets and any(
+            p.length == "bucket" for p in paddings.values()
+        ):
+            raise ValueError(
+                f"Padding length 'bucket' needs buckets; {type(self).__name__} "
+                "has none. Use BucketBuilder, or 'batch' or a fixed length."
+            )
+        if self.output_mask and not any(
+            c.is_sequence for c in data.role_components("y")
+        ):
+            raise ValueError(
+                "output_mask=True needs per-frame targets, but y has no "
+                "variable-length component."
+            )
+        self._data = data
+        self._lengths = lengths
+        self._candidates = candidates
+        self._policy_dropped = policy_dropped
+        self._paddings = paddings
+        self._component_lengths = {c.name: c.lengths for c in data.sequence_components}
+        self._element_limits = np.full(len(lengths), overflow_limit, dtype=np.int64)
+        self._element_bounds = None
+        with self._plans_lock:
+            self._plans.clear()
+        self._cut_lengths = np.minimum(lengths, overflow_limit)
+        self._prepare()
+        self._check_fixed_lengths()
+        return self._make_dataset()
+
+    def _default_padding_length(self):
+        return "batch"
+
+    def _apply_overflow(self, lengths):
+        """Returns `(candidate indices, cut limit, number dropped)`."""
+        everything = np.arange(len(lengths), dtype=np.int64)
+        if self.max_length is None:
+            return everything, plan_lib.NO_LIMIT, 0
+        too_long = np.flatnonzero(lengths > self.max_length)
+        if self.overflow == "truncate" or not len(too_long):
+            return everything, self.max_length, 0
+        if self.overflow == "drop":
+            return np.setdiff1d(everything, too_long), plan_lib.NO_LIMIT, len(too_long)
+        first = too_long[0]
+        raise ValueError(
+            f"Element {first} has length {lengths[first]}, longer than "
+            f"max_length={self.max_length} ({len(too_long)} elements are). Set "
+            "overflow='truncate' or overflow='drop', or raise max_length."
+        )
+
+    def _check_fixed_lengths(self):
+        for name, padding in self._paddings.items():
+            if padding.fixed_length is None:
+                continue
+            kept = np.minimum(self._component_lengths[name], self._element_limits)
+            kept = kept[self._candidates]
+            longest = int(np.argmax(kept))
+            if kept[longest] > padding.fixed_length:
+                raise ValueError(
+                    f"Component {name!r} is padded to the fixed length "
+                    f"{padding.fixed_length}, but element "
+                    f"{self._candidates[longest]} is {kept[longest]} long. Raise "
+                    "the length or set max_length with overflow='truncate'."
+                )
+
+    # -------------------------------------------------------- subclass hooks
+    def _prepare(self):
+        """Called once per build, after the overflow policy.
+
+        `self._cut_lengths` holds every element's length after the overflow
+        policy and `self._candidates` the elements that may be batched.
+        Subclasses resolve data-dependent settings here and may narrow
+        `self._element_limits` (per-element cut lengths) and set
+        `self._element_bounds` (per-element bucket padding lengths).
+        """
+
+    def _plan_batches(self, rng):
+        """Returns `(indices, batch_splits)` of one epoch for the candidates.
+
+        `indices` orders (a subset of) `self._candidates`; elements past
+        `batch_splits[-1]` are left out of the epoch and counted as dropped.
+        """
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------- plan
+    def plan(self, epoch=None):
+        """The `BatchPlan` of `epoch` (default: the epoch last started, or next)."""
+        self._require_built()
+        if epoch is None:
+            epoch = self._last_started_epoch
+            if epoch is None:
+                epoch = self.epoch
+        epoch = int(epoch)
+        with self._plans_lock:
+            if epoch in self._plans:
+                return self._plans[epoch]
+        rng = np.random.default_rng([self.seed, epoch])
+        indices, splits = self._plan_batches(rng)
+        indices = indices[: splits[-1]]  # drop_remainder leaves a tail out
+        first_of_batch = indices[splits[:-1]]
+        bounds = None
+        if self._element_bounds is not None:
+            bounds = self._element_bounds[first_of_batch]
+        plan = plan_lib.make_plan(
+            epoch=epoch,
+            indices=indices,
+            batch_splits=splits,
+            limits=self._element_limits[first_of_batch],
+            bucket_bounds=bounds,
+            component_lengths=self._component_lengths,
+            paddings=self._paddings,
+            dropped=self._policy_dropped + len(self._candidates) - len(indices),
+        )
+        with self._plans_lock:
+            self._plans[epoch] = plan
+            while len(self._plans) > _PLAN_CACHE_SIZE:
+                self._plans.popitem(last=False)
+        return plan
+
+    def statistics(self, epoch=None):
+        """`PlanStatistics` of `epoch` (default as `plan`)."""
+        return self.plan(epoch).statistics()
+
+    def _require_built(self):
+        if self._data is None:
+            raise RuntimeError(
+                f"{type(self).__name__} has no data yet: call build(x, ...) first."
+            )
+
+    # --------------------------------------------------------------- pipeline
+    def _make_dataset(self):
+        num_batches = self.plan().num_batches
+        if num_batches == 0:
+            raise ValueError(
+                "No batch left: every element was dropped (drop_remainder or "
+                "overflow='drop'). Lower the batch size or keep the remainder."
+            )
+        batch_fn = _BatchFunction(self)
+        epochs = tf.data.Dataset.range(1).map(lambda _: self._epoch.assign_add(1) - 1)
+        dataset = epochs.flat_map(self._epoch_batches)
+        dataset = dataset.map(
+            batch_fn, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+        )
+        if self.prefetch:
+            buffer = tf.data.AUTOTUNE if self.prefetch == "auto" else self.prefetch
+            dataset = dataset.prefetch(buffer)
+        return dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
+
+    def _epoch_batches(self, epoch):
+        indices, splits, lengths, limits = tf.numpy_function(
+            self._plan_arrays, [epoch], (tf.int64,) * 4, name="plan_epoch"
+        )
+        indices.set_shape([None])
+        splits.set_shape([None])
+        lengths.set_shape([None, len(self._component_lengths)])
+        limits.set_shape([None])
+        rows = tf.RaggedTensor.from_row_splits(indices, splits, validate=False)
+        return tf.data.Dataset.from_tensor_slices((rows, lengths, limits))
+
+    def _plan_arrays(self, epoch):
+        plan = self.plan(int(epoch))
+        self._last_started_epoch = plan.epoch
+        return plan.indices, plan.batch_splits, plan.padded_lengths, plan.limits
+
+
+class _BatchFunction:
+    """Gathers and pads one batch: `(indices, padded lengths, limit) → element`."""
+
+    def __init__(self, builder):
+        data = builder._data
+        self.components = data.components
+        self.structure = data.structure
+        self.tensors = [c.to_tensor() for c in self.components]
+        self.paddings = builder._paddings
+        self.may_cut = bool((builder._element_limits != plan_lib.NO_LIMIT).any())
+        self.output_lengths = builder.output_lengths
+        self.output_mask = builder.output_mask
+
+    def __call__(self, indices, padded_lengths, limit):
+        batch_size = tf.shape(indices, out_type=tf.int64)[0]
+        tensors, lengths = {}, {}
+        column = 0
+        for component, tensor in zip(self.components, self.tensors, strict=True):
+            if not component.is_sequence:
+                tensors[component.name] = tf.gather(tensor, indices)
+                continue
+            rows = tf.gather(tensor, indices)
+            if self.may_cut:
+                rows = rows[:, :limit]
+            shape = tf.stack(
+                [batch_size, padded_lengths[column], *component.trailing_shape]
+            )
+            value = tf.cast(self.paddings[component.name].value, tensor.dtype)
+            tensors[component.name] = rows.to_tensor(value, shape=shape)
+            lengths[component.name] = rows.row_lengths()
+            column += 1
+        return self._structure(tensors, lengths)
+
+    def _structure(self, tensors, lengths):
+        x = self._role("x", tensors)
+        if self.output_lengths:
+            if not isinstance(x, dict):
+                x = {"x": x}
+            for component in self.components:
+                if component.role == "x" and component.is_sequence:
+                    name = component.name
+                    x[f"{name}_length"] = tf.cast(lengths[name], tf.int32)
+        if self.structure["y"] is None:
+            return x
+        y = self._role("y", tensors)
+        if self.output_mask:
+            return x, y, self._mask_weights(tensors, lengths)
+        if self.structure["sample_weight"] is None:
+            return x, y
+        return x, y, self._role("sample_weight", tensors)
+
+    def _role(self, role, tensors):
+        if self.structure[role] == "single":
+            return tensors[role]
+        return {c.key: tensors[c.name] for c in self.components if c.role == role}
+
+    def _mask_weights(self, tensors, lengths):
+        """Padding masks of the per-frame targets, times any given weights."""
+        weights = {}
+        for target in self.components:
+            if target.role != "y":
+                continue
+            given = self._given_weight(target, tensors)
+            if target.is_sequence:
+                frames = tf.shape(tensors[target.name])[1]
+                mask = tf.sequence_mask(lengths[target.name], frames, tf.float32)
+                if given is not None:
+                    given = tf.cast(given, tf.float32)
+                    mask *= given if given.shape.rank == 2 else given[:, None]
+                weights[target.name] = mask
+            else:
+                batch = tf.shape(tensors[target.name])[0]
+                weights[target.name] = (
+                    tf.ones([batch]) if given is None else tf.cast(given, tf.float32)
+                )
+        if self.structure["y"] == "single":
+            return weights["y"]
+        return weights
+
+    def _given_weight(self, target, tensors):
+        parts = self.structure["sample_weight"]
+        if parts is None:
+            return None
+        if parts == "single":
+            return tensors["sample_weight"]
+        return tensors.get(sources.component_name("sample_weight", target.key))
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _bool(value, name):
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False, got {value!r}.")
+    return bool(value)
+
+
+def _optional_positive_int(value, name):
+    if value is None:
+        return None
+    if not _is_int(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    return int(value)

@@ -1,0 +1,268 @@
+"""Length buckets: batches of elements of similar length."""
+
+import keras
+import numpy as np
+
+from kerasbatch import boundaries as boundaries_lib
+from kerasbatch import plan as plan_lib
+from kerasbatch.builders.base import Builder, _bool, _optional_positive_int
+
+AUTO = "auto"
+
+
+@keras.saving.register_keras_serializable(package="kerasbatch")
+class BucketBuilder(Builder):
+    """Batches from length buckets, as tf.data's `bucket_by_sequence_length`.
+
+    Boundaries `[b_0, ..., b_{n-1}]` make the n+1 buckets `[0, b_0), [b_0,
+    b_1), ..., [b_{n-1}, inf)`; an element goes to the bucket holding its
+    length (the longest of its sequence components). Each epoch, every bucket
+    is shuffled and cut into batches, and the batches of all buckets are
+    interleaved in one random order, so training never sees a run of one
+    bucket. The number of batches is the same every epoch.
+
+    Args:
+        boundaries: a strictly increasing list of positive ints, `"auto"`
+            (the `"optimal"` strategy), or a strategy name of
+            `kerasbatch.boundaries` (`"uniform"`, `"quantile"`,
+            `"equal_tokens"`, `"optimal"`) computed from the data's lengths.
+        num_buckets: buckets for a boundary strategy (ignored with a list).
+        batch_size: one batch size for every bucket. The default, when none
+            of `batch_size`, `bucket_batch_sizes` and `max_tokens` is given,
+            is 32.
+        bucket_batch_sizes: a batch size per bucket (`len(boundaries) + 1`).
+        max_tokens: a budget: each bucket's batch size is the largest with
+            `batch size × cost(padded length) <= max_tokens`, where the padded
+            length is the longest a batch of the bucket can have.
+        quadratic_length: with `max_tokens`, the cost of a length L becomes
+            `L + L**2 / quadratic_length` (Lhotse's `quadratic_duration`), so
+            long batches of attention models shrink faster than linearly.
+        truncate: truncation buckets (seed 002): every element of bucket
+            `[b_{i-1}, b_i)` is cut to `b_{i-1}`, so batches need no padding.
+            The first bucket `[0, b_0)` has no lower bound and is padded.
+        pad_to_bucket: pad every sequence component to its bucket's upper
+            bound (`b_i - 1`; the last bucket's is `max_length` or the longest
+            element) instead of the batch's longest element, so an epoch feeds
+            at most one shape per bucket and batch size. Per-component
+            `padding` lengths take precedence.
+        **kwargs: the arguments of `kerasbatch.builders.Builder` (`shuffle`,
+            `seed`, `drop_remainder`, `padding`, `max_length`, `overflow`,
+            `output_lengths`, `output_mask`, `prefetch`).
+
+    After `build`, `resolved_boundaries`, `resolved_batch_sizes` and
+    `bucket_counts` describe the buckets.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kerasbatch
+    >>> rng = np.random.default_rng(0)
+    >>> x = [rng.integers(1, 100, n) for n in rng.integers(1, 60, 500)]
+    >>> builder = kerasbatch.BucketBuilder(boundaries=[10, 20, 40], batch_size=16)
+    >>> dataset = builder.build(x, y=rng.integers(0, 2, 500))
+    >>> builder.resolved_boundaries
+    [10, 20, 40]
+    >>> int(dataset.cardinality()) == builder.statistics().num_batches
+    True
+    >>> builder.statistics().padding_efficiency > 0.85
+    True
+    """
+
+    has_buckets = True
+    sizes_batches_itself = True
+
+    def __init__(
+        self,
+        boundaries=AUTO,
+        num_buckets=16,
+        batch_size=None,
+        bucket_batch_sizes=None,
+        max_tokens=None,
+        quadratic_length=None,
+        truncate=False,
+        pad_to_bucket=False,
+        **kwargs,
+    ):
+        sizings = [batch_size, bucket_batch_sizes, max_tokens]
+        if sum(s is not None for s in sizings) > 1:
+            raise ValueError(
+                "Give at most one of batch_size, bucket_batch_sizes and max_tokens."
+            )
+        if all(s is None for s in sizings):
+            batch_size = 32
+        super().__init__(batch_size, **kwargs)
+        if isinstance(boundaries, str):
+            if boundaries != AUTO:
+                boundaries_lib.get(boundaries)
+        else:
+            boundaries = boundaries_lib.validate_boundaries(boundaries)
+        self.boundaries = boundaries
+        self.num_buckets = _optional_positive_int(num_buckets, "num_buckets")
+        if bucket_batch_sizes is not None:
+            if (
+                not isinstance(bucket_batch_sizes, list | tuple)
+                or not bucket_batch_sizes
+            ):
+                raise ValueError(
+                    "bucket_batch_sizes must be a non-empty list of positive "
+                    f"ints, got {bucket_batch_sizes!r}."
+                )
+            bucket_batch_sizes = [
+                _optional_positive_int(size, f"bucket_batch_sizes[{i}]")
+                for i, size in enumerate(bucket_batch_sizes)
+            ]
+            if (
+                isinstance(boundaries, list)
+                and len(bucket_batch_sizes) != len(boundaries) + 1
+            ):
+                raise ValueError(
+                    f"bucket_batch_sizes has {len(bucket_batch_sizes)} entries but "
+                    f"{len(boundaries)} boundaries make {len(boundaries) + 1} buckets."
+                )
+        self.bucket_batch_sizes = bucket_batch_sizes
+        self.max_tokens = _optional_positive_int(max_tokens, "max_tokens")
+        self.quadratic_length = _optional_positive_int(
+            quadratic_length, "quadratic_length"
+        )
+        if quadratic_length is not None and max_tokens is None:
+            raise ValueError("quadratic_length only applies with max_tokens.")
+        self.truncate = _bool(truncate, "truncate")
+        self.pad_to_bucket = _bool(pad_to_bucket, "pad_to_bucket")
+        self.resolved_boundaries = None
+        self.resolved_batch_sizes = None
+        self.bucket_counts = None
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "boundaries": self.boundaries,
+                "num_buckets": self.num_buckets,
+                "bucket_batch_sizes": self.bucket_batch_sizes,
+                "max_tokens": self.max_tokens,
+                "quadratic_length": self.quadratic_length,
+                "truncate": self.truncate,
+                "pad_to_bucket": self.pad_to_bucket,
+            }
+        )
+        if self.bucket_batch_sizes is not None or self.max_tokens is not None:
+            config["batch_size"] = None
+        return config
+
+    def _default_padding_length(self):
+        return "bucket" if self.pad_to_bucket else "batch"
+
+    def _prepare(self):
+        lengths = self._cut_lengths
+        boundaries = self._resolve_boundaries(lengths[self._candidates])
+        num_buckets = len(boundaries) + 1
+        if self.bucket_batch_sizes is not None and (
+            len(self.bucket_batch_sizes) != num_buckets
+        ):
+            raise ValueError(
+                f"bucket_batch_sizes has {len(self.bucket_batch_sizes)} entries but "
+                f"the boundaries {boundaries} make {num_buckets} buckets."
+            )
+        bucket_of = np.searchsorted(boundaries, lengths, side="right")
+        lower = np.array([0, *boundaries], dtype=np.int64)
+        longest = int(lengths[self._candidates].max())
+        last_upper = self.max_length if self.max_length is not None else longest
+        upper = np.array([b - 1 for b in boundaries] + [last_upper], dtype=np.int64)
+        bounds = upper
+        if self.truncate:
+            cut = np.where(bucket_of > 0, lower[bucket_of], plan_lib.NO_LIMIT)
+            self._element_limits = np.minimum(self._element_limits, cut)
+            bounds = np.where(lower > 0, lower, upper)
+        self._element_bounds = bounds[bucket_of]
+        self._bucket_of = bucket_of
+        self.resolved_boundaries = [int(b) for b in boundaries]
+        self.bucket_counts = np.bincount(
+            bucket_of[self._candidates], minlength=num_buckets
+        ).tolist()
+        self.resolved_batch_sizes = self._resolve_batch_sizes(num_buckets, bounds)
+
+    def _resolve_boundaries(self, lengths):
+        if isinstance(self.boundaries, list):
+            return self.boundaries
+        strategy = "optimal" if self.boundaries == AUTO else self.boundaries
+        return boundaries_lib.get(strategy)(lengths, self.num_buckets)
+
+    def _resolve_batch_sizes(self, num_buckets, bounds):
+        if self.bucket_batch_sizes is not None:
+            return list(self.bucket_batch_sizes)
+        if self.max_tokens is None:
+            return [self.batch_size] * num_buckets
+        return [
+            self._budget_batch_size(bucket, bounds[bucket])
+            for bucket in range(num_buckets)
+        ]
+
+    def _budget_batch_size(self, bucket, bound):
+        """The largest batch size of `bucket` that keeps within `max_tokens`."""
+        members = self._candidates[self._bucket_of[self._candidates] == bucket]
+        if not len(members):
+            return 1
+        padded = 0
+        for name, padding in self._paddings.items():
+            if padding.fixed_length is not None:
+                padded = max(padded, padding.fixed_length)
+            elif padding.length == "bucket":
+                padded = max(padded, int(bound))
+            else:
+                kept = np.minimum(
+                    self._component_lengths[name][members],
+                    self._element_limits[members],
+                )
+                padded = max(padded, int(kept.max()))
+        size = int(self.max_tokens // self._cost(padded))
+        if size == 0:
+            kept = np.minimum(self._cut_lengths[members], self._element_limits[members])
+            longest = int(np.argmax(kept))
+            if self._cost(kept[longest]) > self.max_tokens:
+                raise ValueError(
+                    f"Element {members[longest]} has length {kept[longest]}, whose "
+                    f"cost {self._cost(kept[longest]):g} exceeds "
+                    f"max_tokens={self.max_tokens}; raise max_tokens or set "
+                    "max_length with overflow='truncate' or 'drop'."
+                )
+            raise ValueError(
+                f"Bucket {bucket} pads to length {padded}, whose cost "
+                f"{self._cost(padded):g} exceeds max_tokens={self.max_tokens}; "
+                "raise max_tokens or lower the padding length."
+            )
+        return size
+
+    def _cost(self, length):
+        if self.quadratic_length is None:
+            return float(length)
+        return length + length**2 / self.quadratic_length
+
+    def _plan_batches(self, rng):
+        candidates = self._candidates
+        buckets = self._bucket_of[candidates]
+        if self.shuffle:
+            order = candidates[np.lexsort((rng.random(len(candidates)), buckets))]
+        else:
+            order = candidates[np.argsort(buckets, kind="stable")]
+        starts = np.searchsorted(
+            self._bucket_of[order], np.arange(len(self.bucket_counts))
+        )
+        ends = np.append(starts[1:], len(order))
+        pieces, splits = [], [np.zeros(1, dtype=np.int64)]
+        offset = 0
+        for start, end, size in zip(
+            starts, ends, self.resolved_batch_sizes, strict=True
+        ):
+            bucket_splits = plan_lib.batch_splits(
+                end - start, size, self.drop_remainder
+            )
+            pieces.append(order[start : start + bucket_splits[-1]])
+            splits.append(offset + bucket_splits[1:])
+            offset += bucket_splits[-1]
+        indices = np.concatenate(pieces)
+        splits = np.concatenate(splits)
+        if self.shuffle:
+            indices, splits = plan_lib.reorder_batches(
+                indices, splits, rng.permutation(len(splits) - 1)
+            )
+        return indices, splits

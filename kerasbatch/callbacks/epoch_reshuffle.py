@@ -1,0 +1,46 @@
+"""Pins a builder's epoch to Keras' epoch, for exact resumption."""
+
+import keras
+
+
+class EpochReshuffle(keras.callbacks.Callback):
+    """Sets the builder's epoch at the start of every `model.fit` epoch.
+
+    A built dataset plans epoch k's batches from `(seed, k)`. Without this
+    callback every new iteration simply takes the next epoch; with it, epoch k
+    of `model.fit` always gets the batches of epoch k, so resuming with
+    `initial_epoch=k` or `keras.callbacks.BackupAndRestore` feeds exactly the
+    batches of an uninterrupted run.
+
+    The callback survives keras-tuner's deep copy of callbacks: a copy keeps
+    driving the same builder (and so the datasets it built).
+
+    Args:
+        builder: the `kerasbatch` builder whose dataset `model.fit` iterates.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras
+    >>> import kerasbatch
+    >>> x = [np.ones(n) for n in range(1, 9)]
+    >>> builder = kerasbatch.PaddedBuilder(batch_size=4, seed=1)
+    >>> dataset = builder.build(x, y=np.zeros(8))
+    >>> model = keras.Sequential([keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> callback = kerasbatch.callbacks.EpochReshuffle(builder)
+    >>> _ = model.fit(dataset, epochs=3, initial_epoch=1, verbose=0,
+    ...               callbacks=[callback])
+    >>> builder.last_started_epoch
+    2
+    """
+
+    def __init__(self, builder):
+        super().__init__()
+        self.builder = builder
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.builder.set_epoch(epoch)
+
+    def __deepcopy__(self, memo):
+        return type(self)(self.builder)

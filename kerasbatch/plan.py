@@ -1,0 +1,219 @@
+"""One epoch's batches, planned in numpy before the epoch runs.
+
+A plan says which elements form each batch, where each element is cut
+(truncation) and to which length each sequence component is padded. Because
+it is computed from lengths alone, its padding statistics are exact and known
+before any tensor is built.
+"""
+
+import dataclasses
+
+import numpy as np
+
+NO_LIMIT = np.iinfo(np.int64).max
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanStatistics:
+    """Padding statistics of one planned epoch.
+
+    Attributes:
+        num_batches: batches in the epoch.
+        num_elements: elements fed (after drops).
+        padding_efficiency: real positions / padded positions over all
+            sequence components and batches (1.0 means no padding).
+        component_efficiency: the same per sequence component name.
+        distinct_shapes: different padded shapes `(batch size, padded length
+            of every sequence component)` the epoch feeds the model.
+        dropped: elements left out (the `"drop"` overflow policy and
+            `drop_remainder`).
+        truncated: elements cut short (truncation buckets, the `"truncate"`
+            overflow policy).
+        truncated_positions: positions removed by truncation, over all
+            sequence components.
+    """
+
+    num_batches: int
+    num_elements: int
+    padding_efficiency: float
+    component_efficiency: dict
+    distinct_shapes: int
+    dropped: int
+    truncated: int
+    truncated_positions: int
+
+    def __str__(self):
+        components = ", ".join(
+            f"{name}={value:.3f}" for name, value in self.component_efficiency.items()
+        )
+        return (
+            f"{self.num_batches} batches of {self.num_elements} elements: padding "
+            f"efficiency {self.padding_efficiency:.3f} ({components}), "
+            f"{self.distinct_shapes} distinct shapes, {self.dropped} dropped, "
+            f"{self.truncated} truncated ({self.truncated_positions} positions)"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchPlan:
+    """The batches of one epoch.
+
+    Attributes:
+        epoch: the epoch this plan is for.
+        indices: int64 element indices, batch after batch.
+        batch_splits: int64 offsets into `indices`, shape `(num_batches + 1,)`.
+        limits: int64 cut length per batch (`NO_LIMIT` when nothing is cut).
+        padded_lengths: int64 shape `(num_batches, num_sequence_components)`.
+        real_positions: int64 shape `(num_batches, num_sequence_components)`:
+            positions that hold data after cutting.
+        component_names: names of the sequence components, in column order.
+        dropped: elements left out of the epoch.
+        truncated: elements cut short.
+        truncated_positions: positions removed by cutting.
+    """
+
+    epoch: int
+    indices: np.ndarray
+    batch_splits: np.ndarray
+    limits: np.ndarray
+    padded_lengths: np.ndarray
+    real_positions: np.ndarray
+    component_names: tuple
+    dropped: int
+    truncated: int
+    truncated_positions: int
+
+    @property
+    def num_batches(self):
+        return len(self.batch_splits) - 1
+
+    @property
+    def batch_sizes(self):
+        return np.diff(self.batch_splits)
+
+    def batches(self):
+        """The element indices of every batch, as a list of int64 arrays."""
+        return np.split(self.indices, self.batch_splits[1:-1])
+
+    def padded_positions(self):
+        """Batch size × padded length per batch and component."""
+        return self.batch_sizes[:, None] * self.padded_lengths
+
+    def cumulative_efficiency(self):
+        """Padding efficiency of batches `0..b` for every batch `b`."""
+        real = np.cumsum(self.real_positions.sum(axis=1))
+        padded = np.cumsum(self.padded_positions().sum(axis=1))
+        return real / np.maximum(padded, 1)
+
+    def statistics(self):
+        real = self.real_positions.sum(axis=0)
+        padded = self.padded_positions().sum(axis=0)
+        shapes = np.column_stack([self.batch_sizes, self.padded_lengths])
+        return PlanStatistics(
+            num_batches=self.num_batches,
+            num_elements=len(self.indices),
+            padding_efficiency=_ratio(real.sum(), padded.sum()),
+            component_efficiency={
+                name: _ratio(r, p)
+                for name, r, p in zip(self.component_names, real, padded, strict=True)
+            },
+            distinct_shapes=len(np.unique(shapes, axis=0)) if len(shapes) else 0,
+            dropped=self.dropped,
+            truncated=self.truncated,
+            truncated_positions=self.truncated_positions,
+        )
+
+
+def make_plan(
+    epoch,
+    indices,
+    batch_splits,
+    limits,
+    bucket_bounds,
+    component_lengths,
+    paddings,
+    dropped,
+):
+    """Builds a `BatchPlan` from batches and per-batch cut limits.
+
+    Args:
+        epoch: the epoch number.
+        indices: int64 element indices, batch after batch.
+        batch_splits: int64 offsets of the batches into `indices`.
+        limits: int64 cut length per batch (`NO_LIMIT` for none).
+        bucket_bounds: int64 padded length per batch for `"bucket"` padding,
+            or None when the builder has no buckets.
+        component_lengths: `{name: int64 lengths of all elements}` for every
+            sequence component.
+        paddings: `{name: Padding}` for every sequence component.
+        dropped: elements left out of the epoch.
+    """
+    batch_of_element = np.repeat(
+        np.arange(len(batch_splits) - 1), np.diff(batch_splits)
+    )
+    element_limits = limits[batch_of_element]
+    names = tuple(component_lengths)
+    padded = np.zeros((len(limits), len(names)), dtype=np.int64)
+    real = np.zeros_like(padded)
+    was_cut = np.zeros(len(indices), dtype=bool)
+    truncated_positions = 0
+    for column, name in enumerate(names):
+        lengths = component_lengths[name][indices]
+        kept = np.minimum(lengths, element_limits)
+        was_cut |= kept < lengths
+        truncated_positions += int((lengths - kept).sum())
+        real[:, column] = _segment_sum(kept, batch_splits)
+        padding = paddings[name]
+        if padding.fixed_length is not None:
+            padded[:, column] = padding.fixed_length
+        elif padding.length == "bucket":
+            padded[:, column] = bucket_bounds
+        else:
+            padded[:, column] = _segment_max(kept, batch_splits)
+    return BatchPlan(
+        epoch=int(epoch),
+        indices=indices,
+        batch_splits=batch_splits,
+        limits=limits,
+        padded_lengths=padded,
+        real_positions=real,
+        component_names=names,
+        dropped=int(dropped),
+        truncated=int(was_cut.sum()),
+        truncated_positions=truncated_positions,
+    )
+
+
+def batch_splits(num_elements, batch_size, drop_remainder):
+    """Offsets that cut `num_elements` ordered elements into batches."""
+    if num_elements == 0:
+        return np.zeros(1, dtype=np.int64)
+    ends = np.arange(batch_size, num_elements + batch_size, batch_size)
+    ends = np.minimum(ends, num_elements)
+    if drop_remainder and num_elements % batch_size:
+        ends = ends[:-1]
+    return np.concatenate([[0], ends]).astype(np.int64)
+
+
+def reorder_batches(indices, splits, order):
+    """`indices` and `splits` with the batches taken in `order`."""
+    sizes = np.diff(splits)[order]
+    new_splits = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    offsets = np.repeat(splits[:-1][order] - new_splits[:-1], sizes)
+    return indices[np.arange(new_splits[-1]) + offsets], new_splits
+
+
+def _segment_sum(values, splits):
+    if len(splits) == 1:
+        return np.zeros(0, dtype=np.int64)
+    return np.add.reduceat(np.append(values, 0), splits[:-1])[: len(splits) - 1]
+
+
+def _segment_max(values, splits):
+    if len(splits) == 1:
+        return np.zeros(0, dtype=np.int64)
+    return np.maximum.reduceat(np.append(values, 0), splits[:-1])
+
+
+def _ratio(numerator, denominator):
+    return float(numerator) / float(denominator) if denominator else 1.0

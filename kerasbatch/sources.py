@@ -1,0 +1,285 @@
+"""Input normalisation: `(x, y, sample_weight)` into named, validated components.
+
+Every builder accepts the same inputs. Each of `x`, `y` and `sample_weight` is
+one of:
+
+- a list (or tuple) of arrays whose first axis varies and whose trailing axes
+  agree, e.g. token ids of shape `(T,)` or features of shape `(T, 80)`:
+  a *sequence* component;
+- a `tf.RaggedTensor` with one ragged dimension: a sequence component;
+- a dense `np.ndarray` or `tf.Tensor` whose first axis indexes elements, e.g.
+  class labels of shape `(N,)`: a *per-example* component, batched unpadded;
+- a dict mapping names to any of the above (multi-input or multi-output).
+
+Sequences are stored once, concatenated (`values`) with `row_splits`, so a
+batch is a gather plus one `RaggedTensor.to_tensor` in the pipeline.
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+ROLES = ("x", "y", "sample_weight")
+
+
+@dataclasses.dataclass(eq=False)
+class Component:
+    """One named input of every element.
+
+    Attributes:
+        name: the key under which the component is padded and reported
+            (`"x"`, `"y"`, `"sample_weight"`, or the dict key).
+        role: `"x"`, `"y"` or `"sample_weight"`.
+        key: the dict key inside its role, or None when the role is not a dict.
+        values: sequences: all rows concatenated, shape `(total_length,
+            *trailing)`; per-example: shape `(num_elements, *shape)`.
+        row_splits: sequences: int64 offsets of shape `(num_elements + 1,)`;
+            None for per-example components.
+    """
+
+    name: str
+    role: str
+    key: str | None
+    values: np.ndarray
+    row_splits: np.ndarray | None
+
+    @property
+    def is_sequence(self):
+        return self.row_splits is not None
+
+    @property
+    def lengths(self):
+        """int64 length of every element along the variable axis."""
+        return np.diff(self.row_splits)
+
+    @property
+    def num_elements(self):
+        if self.is_sequence:
+            return len(self.row_splits) - 1
+        return len(self.values)
+
+    @property
+    def trailing_shape(self):
+        """The fixed shape after the (variable or batch) first axis."""
+        return tuple(self.values.shape[1:])
+
+    @property
+    def where(self):
+        """How a user would name this component in an error message."""
+        return self.role if self.key is None else f"{self.role}[{self.key!r}]"
+
+    def to_tensor(self):
+        """A `tf.RaggedTensor` (sequences) or `tf.Tensor` holding all elements."""
+        if self.is_sequence:
+            return tf.RaggedTensor.from_row_splits(
+                self.values, self.row_splits, validate=False
+            )
+        return tf.convert_to_tensor(self.values)
+
+
+@dataclasses.dataclass(eq=False)
+class SequenceData:
+    """The validated inputs of one `build` call.
+
+    Attributes:
+        components: all components, x first, then y, then sample_weight.
+        structure: for each role, None (absent), `"single"`, or the tuple of
+            dict keys in order.
+    """
+
+    components: list
+    structure: dict
+
+    @property
+    def num_elements(self):
+        return self.components[0].num_elements
+
+    @property
+    def sequence_components(self):
+        return [c for c in self.components if c.is_sequence]
+
+    def element_lengths(self):
+        """Each element's length: the longest of its sequence components."""
+        return np.max([c.lengths for c in self.sequence_components], axis=0)
+
+    def role_components(self, role):
+        return [c for c in self.components if c.role == role]
+
+
+def from_inputs(x, y=None, sample_weight=None):
+    """Validates `(x, y, sample_weight)` and returns a `SequenceData`.
+
+    Raises:
+        ValueError: empty input, mismatched element counts, misaligned
+            sequences, inconsistent ranks or trailing shapes, duplicate names.
+        TypeError: unsupported container types or non-numeric data.
+    """
+    if x is None:
+        raise ValueError("x is None: pass the input sequences to build().")
+    if sample_weight is not None and y is None:
+        raise ValueError("sample_weight was given without y; pass targets too.")
+    components = []
+    structure = {}
+    for role, data in zip(ROLES, (x, y, sample_weight), strict=True):
+        if data is None:
+            structure[role] = None
+            continue
+        if isinstance(data, dict):
+            if not data:
+                raise ValueError(f"{role} is an empty dict.")
+            for key, value in data.items():
+                if not isinstance(key, str):
+                    raise TypeError(
+                        f"{role} has a non-string key {key!r}; dict keys must "
+                        "be strings (they name model inputs and outputs)."
+                    )
+                components.append(_to_component(value, role, key))
+            structure[role] = tuple(data)
+        else:
+            components.append(_to_component(data, role, None))
+            structure[role] = "single"
+    data = SequenceData(components, structure)
+    _check_names(data)
+    _check_counts(data)
+    _check_alignment(data)
+    if not data.sequence_components:
+        raise ValueError(
+            "None of x, y or sample_weight has a variable-length component. "
+            "Pass sequences as a list of arrays or a tf.RaggedTensor; dense "
+            "arrays are treated as per-example data."
+        )
+    return data
+
+
+def _to_component(data, role, key):
+    where = role if key is None else f"{role}[{key!r}]"
+    name = component_name(role, key)
+    if isinstance(data, tf.RaggedTensor):
+        if data.ragged_rank != 1:
+            raise ValueError(
+                f"{where} is a RaggedTensor with ragged_rank {data.ragged_rank}; "
+                "only one ragged (the first inner) dimension is supported."
+            )
+        values = data.values.numpy()
+        _check_numeric(values.dtype, where)
+        splits = data.row_splits.numpy().astype(np.int64)
+        if len(splits) == 1:
+            raise ValueError(f"{where} is empty: it has no elements.")
+        return Component(name, role, key, values, splits)
+    if isinstance(data, tf.Tensor | tf.Variable):
+        data = data.numpy()
+    if isinstance(data, np.ndarray) and data.dtype != object:
+        if data.ndim == 0:
+            raise ValueError(f"{where} is a scalar; it needs one entry per element.")
+        if len(data) == 0:
+            raise ValueError(f"{where} is empty: it has no elements.")
+        _check_numeric(data.dtype, where)
+        return Component(name, role, key, data, None)
+    if isinstance(data, list | tuple | np.ndarray):
+        values, splits = _concatenate_sequences(data, where)
+        return Component(name, role, key, values, splits)
+    raise TypeError(
+        f"{where} has unsupported type {type(data).__name__}; expected a list of "
+        "arrays, a tf.RaggedTensor, a dense array, or a dict of those."
+    )
+
+
+def component_name(role, key):
+    """`"x"`, `"y"`, `"sample_weight"`; a dict key for x and y entries, and
+    `"sample_weight[key]"` for sample weight entries (they share y's keys)."""
+    if key is None:
+        return role
+    return f"sample_weight[{key}]" if role == "sample_weight" else key
+
+
+def _concatenate_sequences(sequences, where):
+    if len(sequences) == 0:
+        raise ValueError(f"{where} is empty: it has no elements.")
+    arrays = []
+    first_trailing = None
+    for index, sequence in enumerate(sequences):
+        try:
+            array = np.asarray(sequence)
+        except ValueError as error:
+            raise ValueError(
+                f"{where} element {index} is not a regular array: {error}"
+            ) from None
+        if array.ndim == 0:
+            raise ValueError(
+                f"{where} element {index} is a scalar; each sequence needs a "
+                "first (time) axis. Pass per-example values as one dense array."
+            )
+        if first_trailing is None:
+            first_trailing = array.shape[1:]
+        elif array.shape[1:] != first_trailing:
+            raise ValueError(
+                f"{where} element {index} has shape {array.shape}, but element 0 "
+                f"has trailing shape {first_trailing}; all elements of a "
+                "component need the same rank and trailing shape."
+            )
+        _check_numeric(array.dtype, f"{where} element {index}")
+        arrays.append(array)
+    dtype = np.result_type(*{a.dtype for a in arrays})
+    values = np.concatenate(
+        [a.reshape((len(a), *first_trailing)) for a in arrays]
+    ).astype(dtype, copy=False)
+    splits = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum([len(a) for a in arrays], out=splits[1:])
+    return values, splits
+
+
+def _check_numeric(dtype, where):
+    if not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)):
+        raise TypeError(
+            f"{where} has non-numeric dtype {dtype}; convert text to ids first."
+        )
+
+
+def _check_names(data):
+    seen = {}
+    for component in data.components:
+        if component.name in seen:
+            raise ValueError(
+                f"{component.where} and {seen[component.name]} share the name "
+                f"{component.name!r}; rename one of them."
+            )
+        seen[component.name] = component.where
+
+
+def _check_counts(data):
+    first = data.components[0]
+    for component in data.components[1:]:
+        if component.num_elements != first.num_elements:
+            raise ValueError(
+                f"{first.where} has {first.num_elements} elements but "
+                f"{component.where} has {component.num_elements}; they must match."
+            )
+
+
+def _check_alignment(data):
+    """Per-frame targets follow x; per-frame weights follow their targets."""
+    x_parts = data.role_components("x")
+    y_parts = data.role_components("y")
+    for weight in data.role_components("sample_weight"):
+        target = next((y for y in y_parts if y.key == weight.key), None)
+        if target is None and len(y_parts) == 1:
+            target = y_parts[0]
+        if weight.is_sequence and target is not None and target.is_sequence:
+            _check_same_lengths(target, weight)
+    if len(x_parts) == 1 and x_parts[0].is_sequence:
+        for target in y_parts:
+            if target.is_sequence:
+                _check_same_lengths(x_parts[0], target)
+
+
+def _check_same_lengths(reference, other):
+    mismatch = np.flatnonzero(reference.lengths != other.lengths)
+    if len(mismatch):
+        index = mismatch[0]
+        raise ValueError(
+            f"{other.where} element {index} has length {other.lengths[index]} "
+            f"but {reference.where} element {index} has length "
+            f"{reference.lengths[index]}; aligned sequences need equal lengths "
+            f"({len(mismatch)} elements differ)."
+        )
