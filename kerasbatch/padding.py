@@ -65,42 +65,53 @@ class Padding:
         return f"Padding(value={self.value!r}, length={self.length!r})"
 
 
-def resolve_padding(padding, names, default_length):
-    """Turns a builder's `padding` argument into `{name: Padding}`.
+def parse_padding(padding):
+    """Validates a builder's `padding` argument.
 
     Args:
         padding: None, a `Padding`, a config dict (`{"value": ..., "length":
             ...}`) for every component, or a dict mapping component names to
             either.
-        names: the names of the sequence components.
-        default_length: the length for components the argument leaves out.
 
-    Raises:
-        ValueError: a component name in `padding` that the data does not have.
+    Returns:
+        None, one `Padding` for every component, or `{name: Padding}`.
     """
-    default = Padding(length=default_length)
     if padding is None:
-        return dict.fromkeys(names, default)
+        return None
     if isinstance(padding, Padding) or _is_spec(padding):
-        spec = _as_padding(padding, "padding")
-        return dict.fromkeys(names, spec)
+        return _as_padding(padding, "padding")
     if not isinstance(padding, dict):
         raise TypeError(
             "padding must be None, a Padding, a dict like "
             "{'value': 0, 'length': -1}, or a dict of those keyed by component "
             f"name; got {type(padding).__name__}."
         )
-    unknown = sorted(set(padding) - set(names))
+    return {
+        name: _as_padding(spec, f"padding[{name!r}]") for name, spec in padding.items()
+    }
+
+
+def resolve_padding(parsed, names, default_length):
+    """`{name: Padding}` for the sequence components `names`.
+
+    Args:
+        parsed: what `parse_padding` returned.
+        names: the names of the sequence components.
+        default_length: the length of components `parsed` leaves out.
+
+    Raises:
+        ValueError: `parsed` names a component the data does not have.
+    """
+    if isinstance(parsed, Padding):
+        return dict.fromkeys(names, parsed)
+    parsed = parsed or {}
+    unknown = sorted(set(parsed) - set(names))
     if unknown:
         raise ValueError(
             f"padding names {unknown} but the sequence components are {sorted(names)}."
         )
-    return {
-        name: _as_padding(padding[name], f"padding[{name!r}]")
-        if name in padding
-        else default
-        for name in names
-    }
+    default = Padding(length=default_length)
+    return {name: parsed.get(name, default) for name in names}
 
 
 def padding_config(padding):

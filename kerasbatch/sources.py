@@ -169,9 +169,11 @@ def _to_component(data, role, key):
         return Component(name, role, key, values, splits)
     if isinstance(data, tf.Tensor | tf.Variable):
         data = data.numpy()
+    if isinstance(data, np.generic | int | float) or (
+        isinstance(data, np.ndarray) and data.ndim == 0
+    ):
+        raise ValueError(f"{where} is a scalar; it needs one entry per element.")
     if isinstance(data, np.ndarray) and data.dtype != object:
-        if data.ndim == 0:
-            raise ValueError(f"{where} is a scalar; it needs one entry per element.")
         if len(data) == 0:
             raise ValueError(f"{where} is empty: it has no elements.")
         _check_numeric(data.dtype, where)

@@ -80,7 +80,7 @@ class Builder:
             raise ValueError(f"seed must be a non-negative int or None, got {seed!r}.")
         self.seed = int(seed)
         self.drop_remainder = _bool(drop_remainder, "drop_remainder")
-        padding_lib.resolve_padding(padding, [], "batch")  # validates the form
+        self._parsed_padding = padding_lib.parse_padding(padding)
         self.padding = padding
         self.max_length = _optional_positive_int(max_length, "max_length")
         if overflow not in OVERFLOW_POLICIES:
@@ -172,7 +172,7 @@ class Builder:
         candidates, overflow_limit, policy_dropped = self._apply_overflow(lengths)
         names = [c.name for c in data.sequence_components]
         paddings = padding_lib.resolve_padding(
-            self.padding, names, self._default_padding_length()
+            self._parsed_padding, names, self._default_padding_length()
         )
         if not self.has_buckets and any(
             p.length == "bucket" for p in paddings.values()
@@ -310,7 +310,8 @@ class Builder:
                 "No batch left: every element was dropped (drop_remainder or "
                 "overflow='drop'). Lower the batch size or keep the remainder."
             )
-        batch_fn = _BatchFunction(self)
+        sizes = np.unique(self.plan().batch_sizes)
+        batch_fn = _BatchFunction(self, int(sizes[0]) if len(sizes) == 1 else None)
         epochs = tf.data.Dataset.range(1).map(lambda _: self._epoch.assign_add(1) - 1)
         dataset = epochs.flat_map(self._epoch_batches)
         dataset = dataset.map(
@@ -341,8 +342,9 @@ class Builder:
 class _BatchFunction:
     """Gathers and pads one batch: `(indices, padded lengths, limit) → element`."""
 
-    def __init__(self, builder):
+    def __init__(self, builder, static_batch_size):
         data = builder._data
+        self.static_batch_size = static_batch_size
         self.components = data.components
         self.structure = data.structure
         self.tensors = [c.to_tensor() for c in self.components]
@@ -358,6 +360,9 @@ class _BatchFunction:
         for component, tensor in zip(self.components, self.tensors, strict=True):
             if not component.is_sequence:
                 tensors[component.name] = tf.gather(tensor, indices)
+                tensors[component.name].set_shape(
+                    [self.static_batch_size, *component.trailing_shape]
+                )
                 continue
             rows = tf.gather(tensor, indices)
             if self.may_cut:
@@ -366,7 +371,15 @@ class _BatchFunction:
                 [batch_size, padded_lengths[column], *component.trailing_shape]
             )
             value = tf.cast(self.paddings[component.name].value, tensor.dtype)
-            tensors[component.name] = rows.to_tensor(value, shape=shape)
+            padded = rows.to_tensor(value, shape=shape)
+            padded.set_shape(
+                [
+                    self.static_batch_size,
+                    self.paddings[component.name].fixed_length,
+                    *component.trailing_shape,
+                ]
+            )
+            tensors[component.name] = padded
             lengths[component.name] = rows.row_lengths()
             column += 1
         return self._structure(tensors, lengths)

@@ -95,7 +95,9 @@ class BucketBuilder(Builder):
             if boundaries != AUTO:
                 boundaries_lib.get(boundaries)
         else:
-            boundaries = boundaries_lib.validate_boundaries(boundaries)
+            boundaries = boundaries_lib.validate_boundaries(
+                boundaries, allow_empty=True
+            )
         self.boundaries = boundaries
         self.num_buckets = _optional_positive_int(num_buckets, "num_buckets")
         if bucket_batch_sizes is not None:
@@ -214,6 +216,8 @@ class BucketBuilder(Builder):
                     self._element_limits[members],
                 )
                 padded = max(padded, int(kept.max()))
+        if padded == 0:  # zero-length elements cost nothing: one batch
+            return len(members)
         size = int(self.max_tokens // self._cost(padded))
         if size == 0:
             kept = np.minimum(self._cut_lengths[members], self._element_limits[members])

@@ -37,7 +37,9 @@ class MaskedMeanSquaredError(MaskedSequenceLoss):
     1. `sample_weight` of rank >= 2, shape `(batch, time)`: the per-frame
        mask, as the kerasbatch builders emit it (1.0 real frame, 0.0
        padding). Non-binary values act as per-frame weights `w`, with
-       `length[i] = sum_t w[i, t]`. A Keras mask on `y_pred` is then ignored.
+       `length[i] = sum_t w[i, t]`, so a per-example factor folded into
+       them cancels (a zero factor still drops the example). A Keras mask on
+       `y_pred` is then ignored.
     2. Otherwise the Keras mask of `y_pred` (from e.g.
        `keras.layers.Masking` or `keras.layers.Embedding(mask_zero=True)`).
     3. Otherwise every position is valid.

@@ -1,14 +1,17 @@
 """Shared masking machinery for the kerasbatch sequence losses.
 
 Padded batches carry a description of which positions are real. The losses in
-`kerasbatch.losses` read it from one of two places, in this order:
+`kerasbatch.losses` look for it in this order:
 
 1. A `sample_weight` of rank >= 2, shape `(batch, time)` (or
    `(batch, time, *features)`). This is how the kerasbatch builders deliver
    the padding mask: a per-frame `sample_weight` with `1.0` for real frames and
    `0.0` for padding, so `model.fit` passes it to the loss as the third element
    of each `(x, y, sample_weight)` batch. Non-binary values are per-frame
-   weights `w`; the "length" of an example is then `sum_t w[i, t]`.
+   weights `w`; the "length" of an example is then `sum_t w[i, t]`. Because
+   each example is normalised by its own `sum_t w`, a per-example factor
+   folded into these weights (as `output_mask=True` does with a per-example
+   `sample_weight`) cancels out; only a zero factor still drops the example.
 2. Otherwise, the Keras mask attached to `y_pred` (propagated from e.g.
    `keras.layers.Embedding(mask_zero=True)` or `keras.layers.Masking`). In this
    case a rank-1 `sample_weight` of shape `(batch,)` weights whole examples:

@@ -1,0 +1,54 @@
+"""Shared fixtures: small variable-length data and a model that records batches."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+def make_sequences(num_elements=200, seed=0, max_length=40, min_length=0, trailing=()):
+    """Element i is `i + 1` repeated `length_i` times, so rows name themselves."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(min_length, max_length + 1, num_elements)
+    x = [np.full((n, *trailing), i + 1, dtype=np.int32) for i, n in enumerate(lengths)]
+    return x, lengths
+
+
+@pytest.fixture
+def sequences():
+    return make_sequences()
+
+
+class RecordingModel(keras.Model):
+    """A tiny model whose `train_step` records every batch's element ids.
+
+    Targets are per-example element ids; the model learns nothing useful but
+    runs a real `model.fit` (forward, loss, gradients, optimizer).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.embed = keras.layers.Embedding(1000, 4)
+        self.pool = keras.layers.GlobalAveragePooling1D()
+        self.out = keras.layers.Dense(1)
+        self.recorded = []
+
+    def call(self, x):
+        return self.out(self.pool(self.embed(x % 1000)))
+
+    def train_step(self, data):
+        self.recorded.append(np.asarray(data[1]).astype(int).tolist())
+        return super().train_step(data)
+
+
+def recording_model():
+    model = RecordingModel()
+    model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
+    return model
+
+
+def batches_per_epoch(recorded, num_batches):
+    return [recorded[i : i + num_batches] for i in range(0, len(recorded), num_batches)]
