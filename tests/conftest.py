@@ -46,6 +46,7 @@ class RecordingModel(keras.Model):
 
 def recording_model():
     model = RecordingModel()
+    model(np.zeros((1, 1), "int32"))  # built, as BackupAndRestore requires
     model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
     return model
 
