@@ -323,24 +323,27 @@ class Builder:
         return dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
 
     def _epoch_batches(self, epoch):
-        indices, splits, lengths, limits = tf.numpy_function(
+        rows, sizes, lengths, limits = tf.numpy_function(
             self._plan_arrays, [epoch], (tf.int64,) * 4, name="plan_epoch"
         )
-        indices.set_shape([None])
-        splits.set_shape([None])
+        rows.set_shape([None, None])
+        sizes.set_shape([None])
         lengths.set_shape([None, len(self._component_lengths)])
         limits.set_shape([None])
-        rows = tf.RaggedTensor.from_row_splits(indices, splits, validate=False)
-        return tf.data.Dataset.from_tensor_slices((rows, lengths, limits))
+        return tf.data.Dataset.from_tensor_slices((rows, sizes, lengths, limits))
 
     def _plan_arrays(self, epoch):
+        """The plan as tensors: a row of indices (padded with -1) per batch."""
         plan = self.plan(int(epoch))
         self._last_started_epoch = plan.epoch
-        return plan.indices, plan.batch_splits, plan.padded_lengths, plan.limits
+        sizes = plan.batch_sizes
+        rows = np.full((plan.num_batches, sizes.max()), -1, dtype=np.int64)
+        rows[np.arange(sizes.max()) < sizes[:, None]] = plan.indices
+        return rows, sizes, plan.padded_lengths, plan.limits
 
 
 class _BatchFunction:
-    """Gathers and pads one batch: `(indices, padded lengths, limit) → element`."""
+    """Gathers and pads one batch: `(indices, size, padded lengths, limit) → element`."""
 
     def __init__(self, builder, static_batch_size):
         data = builder._data
@@ -353,8 +356,8 @@ class _BatchFunction:
         self.output_lengths = builder.output_lengths
         self.output_mask = builder.output_mask
 
-    def __call__(self, indices, padded_lengths, limit):
-        batch_size = tf.shape(indices, out_type=tf.int64)[0]
+    def __call__(self, row, batch_size, padded_lengths, limit):
+        indices = row[:batch_size]
         tensors, lengths = {}, {}
         column = 0
         for component, tensor in zip(self.components, self.tensors, strict=True):
