@@ -80,7 +80,11 @@ def run_demo(num_sequences=3000, epochs=3, batch_size=64, verbose=1):
             dataset,
             epochs=epochs,
             verbose=2 if verbose else 0,
-            callbacks=[EpochReshuffle(builder), PaddingEfficiency(builder), _EpochTimer()],
+            callbacks=[
+                EpochReshuffle(builder),
+                PaddingEfficiency(builder),
+                _EpochTimer(),
+            ],
         )
         times = history.history["epoch_time"]
         results[name] = {

@@ -204,15 +204,17 @@ def reorder_batches(indices, splits, order):
 
 
 def _segment_sum(values, splits):
+    """Sum of every batch (batches are never empty)."""
     if len(splits) == 1:
         return np.zeros(0, dtype=np.int64)
-    return np.add.reduceat(np.append(values, 0), splits[:-1])[: len(splits) - 1]
+    return np.add.reduceat(values, splits[:-1])
 
 
 def _segment_max(values, splits):
+    """Maximum of every batch (batches are never empty)."""
     if len(splits) == 1:
         return np.zeros(0, dtype=np.int64)
-    return np.maximum.reduceat(np.append(values, 0), splits[:-1])
+    return np.maximum.reduceat(values, splits[:-1])
 
 
 def _ratio(numerator, denominator):

@@ -17,10 +17,14 @@ batch is a gather plus one `RaggedTensor.to_tensor` in the pipeline.
 
 import dataclasses
 
+import keras
 import numpy as np
 import tensorflow as tf
 
 ROLES = ("x", "y", "sample_weight")
+#: Lists longer than this show a progress bar while they are converted.
+PROGRESS_THRESHOLD = 200_000
+_PROGRESS_EVERY = 50_000
 
 
 @dataclasses.dataclass(eq=False)
@@ -200,7 +204,13 @@ def _concatenate_sequences(sequences, where):
         raise ValueError(f"{where} is empty: it has no elements.")
     arrays = []
     first_trailing = None
+    progress = None
+    if len(sequences) > PROGRESS_THRESHOLD:
+        print(f"Reading {len(sequences)} sequences of {where}")
+        progress = keras.utils.Progbar(len(sequences), unit_name="sequence")
     for index, sequence in enumerate(sequences):
+        if progress is not None and index % _PROGRESS_EVERY == 0:
+            progress.update(index)
         try:
             array = np.asarray(sequence)
         except ValueError as error:
@@ -222,6 +232,8 @@ def _concatenate_sequences(sequences, where):
             )
         _check_numeric(array.dtype, f"{where} element {index}")
         arrays.append(array)
+    if progress is not None:
+        progress.update(len(sequences), finalize=True)
     dtype = np.result_type(*{a.dtype for a in arrays})
     values = np.concatenate(
         [a.reshape((len(a), *first_trailing)) for a in arrays]

@@ -676,3 +676,29 @@ def test_every_element_appears_exactly_once_unchanged(lengths, builder, epoch):
     assert sorted(seen) == list(range(len(lengths)))
     statistics = builder.statistics(epoch)
     assert statistics.dropped == statistics.truncated == 0
+
+
+def test_plans_are_identical_across_processes(sequences):
+    import subprocess
+    import sys
+
+    script = (
+        "import numpy as np, kerasbatch\n"
+        "from conftest import make_sequences\n"
+        "x, _ = make_sequences()\n"
+        "b = kerasbatch.BucketBuilder(num_buckets=4, batch_size=8, seed=5)\n"
+        "b.build(x)\n"
+        "print(b.plan(3).indices.tolist())\n"
+    )
+    here = __import__("os").path.dirname(__file__)
+    output = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=here,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    x, _ = sequences
+    builder = kerasbatch.BucketBuilder(num_buckets=4, batch_size=8, seed=5)
+    builder.build(x)
+    assert output.strip() == str(builder.plan(3).indices.tolist())

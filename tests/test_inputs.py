@@ -178,3 +178,14 @@ def test_zero_length_elements_are_allowed():
 def test_bad_inputs_name_what_is_wrong_and_where(x, y, sample_weight, error, match):
     with pytest.raises(error, match=match):
         kerasbatch.PaddedBuilder(2).build(x, y, sample_weight)
+
+
+def test_long_lists_show_progress(monkeypatch, capsys):
+    from kerasbatch import sources
+
+    monkeypatch.setattr(sources, "PROGRESS_THRESHOLD", 10)
+    builder = kerasbatch.PaddedBuilder(4)
+    builder.build([np.ones(n % 3) for n in range(30)])
+    output = capsys.readouterr().out
+    assert "Reading 30 sequences of x" in output
+    assert "30/30" in output

@@ -147,8 +147,6 @@ class BucketBuilder(Builder):
                 "pad_to_bucket": self.pad_to_bucket,
             }
         )
-        if self.bucket_batch_sizes is not None or self.max_tokens is not None:
-            config["batch_size"] = None
         return config
 
     def _default_padding_length(self):
