@@ -279,7 +279,7 @@ def _check_num_buckets(num_buckets):
     return int(num_buckets)
 
 
-def _as_lengths(lengths):
+def as_lengths(lengths):
     """Validates `lengths` and returns it as a 1-D int64 array."""
     try:
         arr = np.asarray(lengths)
@@ -312,7 +312,7 @@ def _as_lengths(lengths):
 
 def _histogram(lengths):
     """Returns the sorted distinct lengths and how often each occurs."""
-    arr = _as_lengths(lengths)
+    arr = as_lengths(lengths)
     if arr.max() <= max(1 << 20, 4 * arr.size):
         counts = np.bincount(arr)  # O(N), much faster than sorting
         values = np.flatnonzero(counts)

@@ -79,6 +79,7 @@ def run_demo(num_sequences=3000, epochs=3, batch_size=64, verbose=1):
         history = make_demo_model().fit(
             dataset,
             epochs=epochs,
+            shuffle=False,  # the builder shuffles; this silences Keras' warning
             verbose=2 if verbose else 0,
             callbacks=[
                 EpochReshuffle(builder),

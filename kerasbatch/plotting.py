@@ -28,6 +28,8 @@ import numbers
 
 import numpy as np
 
+from kerasbatch import boundaries as boundaries_lib
+
 __all__ = ["plot_efficiency", "plot_lengths"]
 
 #: The `gid` of the vertical lines `plot_lengths` draws at bucket boundaries.
@@ -48,7 +50,7 @@ def plot_lengths(lengths, boundaries=None, ax=None, bins=None, title=None):
 
     Args:
         lengths: 1-D sequence of non-negative integer lengths (one per
-            sequence), e.g. `[len(s) for s in x]`.
+            sequence), e.g. `builder.lengths`.
         boundaries: bucket boundaries to mark, a strictly increasing list of
             positive ints such as `builder.resolved_boundaries`, or None.
         ax: the `matplotlib.axes.Axes` to draw on; None makes a new figure.
@@ -77,15 +79,13 @@ def plot_lengths(lengths, boundaries=None, ax=None, bins=None, title=None):
     >>> x = [rng.integers(1, 100, n) for n in rng.integers(1, 60, 500)]
     >>> builder = kerasbatch.BucketBuilder(num_buckets=4, batch_size=16)
     >>> _ = builder.build(x, y=rng.integers(0, 2, 500))
-    >>> ax = plot_lengths([len(s) for s in x], builder.resolved_boundaries)
+    >>> ax = plot_lengths(builder.lengths, builder.resolved_boundaries)
     >>> len(builder.resolved_boundaries), len(ax.lines)
     (3, 3)
     """
     plt = _import_pyplot()
-    lengths = _as_lengths(lengths)
+    lengths = boundaries_lib.as_lengths(lengths)
     if boundaries is not None:
-        from kerasbatch import boundaries as boundaries_lib
-
         boundaries = boundaries_lib.validate_boundaries(boundaries, allow_empty=True)
     if bins is None:
         bins = _integer_bins(lengths)
@@ -176,26 +176,6 @@ def _import_pyplot():
             "`pip install matplotlib`."
         ) from e
     return plt
-
-
-def _as_lengths(lengths):
-    """Validates `lengths` and returns it as a 1-D int64 array."""
-    try:
-        array = np.asarray(lengths)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"lengths must be a 1-D sequence of integers ({e}).") from e
-    if array.ndim != 1:
-        raise ValueError(f"lengths must be 1-D, got an array of shape {array.shape}.")
-    if array.size == 0:
-        raise ValueError("lengths is empty; need at least one length to plot.")
-    if array.dtype.kind == "f":
-        if not np.all(np.isfinite(array) & (array == np.floor(array))):
-            raise ValueError("lengths must be integer-valued.")
-    elif array.dtype.kind not in "iu":
-        raise TypeError(f"lengths must be integers, got dtype {array.dtype}.")
-    if array.min() < 0:
-        raise ValueError(f"lengths must be non-negative, got {array.min()}.")
-    return array.astype(np.int64)
 
 
 def _integer_bins(lengths):

@@ -433,7 +433,7 @@ CONFIGURED = [
 ]
 
 
-@pytest.mark.parametrize("builder", CONFIGURED, ids=repr)
+@pytest.mark.parametrize("builder", CONFIGURED, ids=lambda b: type(b).__name__)
 def test_config_round_trip(builder):
     config = builder.get_config()
     rebuilt = type(builder).from_config(json.loads(json.dumps(config)))
@@ -702,3 +702,12 @@ def test_plans_are_identical_across_processes(sequences):
     builder = kerasbatch.BucketBuilder(num_buckets=4, batch_size=8, seed=5)
     builder.build(x)
     assert output.strip() == str(builder.plan(3).indices.tolist())
+
+
+def test_lengths_are_public_after_build(sequences):
+    x, lengths = sequences
+    builder = kerasbatch.SortedBuilder(8)
+    with pytest.raises(RuntimeError, match="call build"):
+        _ = builder.lengths
+    builder.build(x)
+    np.testing.assert_array_equal(builder.lengths, lengths)

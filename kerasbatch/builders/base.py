@@ -147,6 +147,12 @@ class Builder:
         self._epoch.assign(int(epoch))
 
     @property
+    def lengths(self):
+        """int64 length of every built element (longest sequence component)."""
+        self._require_built()
+        return self._lengths
+
+    @property
     def last_started_epoch(self):
         """The epoch of the most recently started iteration, or None."""
         return self._last_started_epoch
@@ -199,9 +205,13 @@ class Builder:
         with self._plans_lock:
             self._plans.clear()
         self._cut_lengths = np.minimum(lengths, overflow_limit)
-        self._prepare()
-        self._check_fixed_lengths()
-        return self._make_dataset()
+        try:
+            self._prepare()
+            self._check_fixed_lengths()
+            return self._make_dataset()
+        except Exception:
+            self._data = None  # no half-built state for statistics() to read
+            raise
 
     def _default_padding_length(self):
         return "batch"
