@@ -671,7 +671,7 @@ def main(argv=None):
 
     if args.output:
         report = {
-            "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+            "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
             "config": vars(args),
             "machine": info,
             "wall_seconds": wall,

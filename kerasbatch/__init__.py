@@ -5,7 +5,7 @@ token budgets, truncation) and pad once per batch in `tf.data`, so `model.fit`
 spends as little work on padding as the data allows.
 """
 
-from kerasbatch import boundaries, callbacks, layers, losses
+from kerasbatch import boundaries, callbacks, layers, losses, plotting
 from kerasbatch.builders import BucketBuilder, Builder, PaddedBuilder, SortedBuilder
 from kerasbatch.padding import Padding
 from kerasbatch.plan import BatchPlan, PlanStatistics
@@ -24,4 +24,5 @@ __all__ = [
     "callbacks",
     "layers",
     "losses",
+    "plotting",
 ]
