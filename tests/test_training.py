@@ -47,6 +47,24 @@ BUILDERS = {
     "bucket_truncate": lambda: kerasbatch.BucketBuilder(
         boundaries=[4, 8, 16], batch_size=32, truncate=True
     ),
+    "bucket_batch_sizes": lambda: kerasbatch.BucketBuilder(
+        boundaries=[8, 16], bucket_batch_sizes=[64, 32, 16]
+    ),
+    "bucket_uniform": lambda: kerasbatch.BucketBuilder(
+        boundaries="uniform", num_buckets=4, batch_size=32
+    ),
+    "bucket_quantile": lambda: kerasbatch.BucketBuilder(
+        boundaries="quantile", num_buckets=4, batch_size=32
+    ),
+    "bucket_equal_tokens": lambda: kerasbatch.BucketBuilder(
+        boundaries="equal_tokens", num_buckets=4, batch_size=32
+    ),
+    "padded_overflow_truncate": lambda: kerasbatch.PaddedBuilder(
+        32, max_length=16, overflow="truncate"
+    ),
+    "sorted_fixed_length_in_order": lambda: kerasbatch.SortedBuilder(
+        32, padding={"length": 32}, shuffle=False, prefetch=0
+    ),
     "bucket_max_length": lambda: kerasbatch.BucketBuilder(
         num_buckets=2,
         batch_size=32,
