@@ -49,6 +49,20 @@ class Builder:
             multiplied by any `sample_weight` given, for masked losses.
         prefetch: batches to prefetch: `"auto"` (tf.data AUTOTUNE), an int,
             or 0 / None for none.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kerasbatch
+    >>> builder = kerasbatch.SortedBuilder(
+    ...     batch_size=2, max_length=3, overflow="truncate", shuffle=False)
+    >>> dataset = builder.build([np.ones(n) for n in (1, 5, 2)])
+    >>> [tuple(batch.shape) for batch in dataset]
+    [(2, 2), (1, 3)]
+    >>> builder.statistics().truncated, builder.statistics().truncated_positions
+    (1, 2)
+    >>> kerasbatch.SortedBuilder.from_config(builder.get_config()) == builder
+    True
     """
 
     #: Whether `Padding(length="bucket")` makes sense for this builder.

@@ -23,14 +23,18 @@ class EpochReshuffle(keras.callbacks.Callback):
     >>> import numpy as np
     >>> import keras
     >>> import kerasbatch
-    >>> x = [np.ones(n) for n in range(1, 9)]
+    >>> x = [np.ones(n, "int32") for n in range(1, 9)]
     >>> builder = kerasbatch.PaddedBuilder(batch_size=4, seed=1)
     >>> dataset = builder.build(x, y=np.zeros(8))
-    >>> model = keras.Sequential([keras.layers.Dense(1)])
+    >>> model = keras.Sequential([
+    ...     keras.layers.Embedding(10, 2),
+    ...     keras.layers.GlobalAveragePooling1D(),
+    ...     keras.layers.Dense(1),
+    ... ])
     >>> model.compile("sgd", "mse")
     >>> callback = kerasbatch.callbacks.EpochReshuffle(builder)
     >>> _ = model.fit(dataset, epochs=3, initial_epoch=1, verbose=0,
-    ...               callbacks=[callback])
+    ...               shuffle=False, callbacks=[callback])
     >>> builder.last_started_epoch
     2
     """

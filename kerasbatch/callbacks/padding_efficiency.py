@@ -25,12 +25,16 @@ class PaddingEfficiency(keras.callbacks.Callback):
     >>> import numpy as np
     >>> import keras
     >>> import kerasbatch
-    >>> x = [np.ones(n) for n in (1, 2, 3, 4)]
+    >>> x = [np.ones(n, "int32") for n in (1, 2, 3, 4)]
     >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
     >>> dataset = builder.build(x, y=np.zeros(4))
-    >>> model = keras.Sequential([keras.layers.Dense(1)])
+    >>> model = keras.Sequential([
+    ...     keras.layers.Embedding(10, 2),
+    ...     keras.layers.GlobalAveragePooling1D(),
+    ...     keras.layers.Dense(1),
+    ... ])
     >>> model.compile("sgd", "mse")
-    >>> history = model.fit(dataset, epochs=1, verbose=0,
+    >>> history = model.fit(dataset, epochs=1, verbose=0, shuffle=False,
     ...     callbacks=[kerasbatch.callbacks.PaddingEfficiency(builder)])
     >>> history.history["padding_efficiency"]
     [0.8333333333333334]

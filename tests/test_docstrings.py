@@ -1,0 +1,44 @@
+"""Every docstring Example in the package runs and prints what it shows."""
+
+import doctest
+import importlib
+import pkgutil
+
+import matplotlib
+import pytest
+
+import kerasbatch
+
+matplotlib.use("Agg")
+
+MODULES = sorted(
+    name
+    for _, name, _ in pkgutil.walk_packages(kerasbatch.__path__, "kerasbatch.")
+    if name != "kerasbatch.__main__"
+)
+
+
+#: Modules whose public classes and functions must show an Example.
+WITH_EXAMPLES = {
+    "kerasbatch.boundaries",
+    "kerasbatch.builders.base",
+    "kerasbatch.builders.bucket_builder",
+    "kerasbatch.builders.padded_builder",
+    "kerasbatch.builders.sorted_builder",
+    "kerasbatch.callbacks.epoch_reshuffle",
+    "kerasbatch.callbacks.padding_efficiency",
+    "kerasbatch.layers.pad_sequences",
+    "kerasbatch.losses.masked_mean_squared_error",
+    "kerasbatch.losses.negative_snr",
+    "kerasbatch.padding",
+    "kerasbatch.plotting",
+}
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"
+    if name in WITH_EXAMPLES:
+        assert result.attempted > 0, f"{name} shows no runnable Example"
