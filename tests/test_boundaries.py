@@ -1,4 +1,3 @@
-import doctest
 import itertools
 
 import numpy as np
@@ -6,7 +5,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kerasbatch import boundaries
 from kerasbatch.boundaries import (
     STRATEGIES,
     equal_tokens,
@@ -59,12 +57,6 @@ def exhaustive_cost(lengths, num_buckets):
 
 def bucket_index(lengths, bounds):
     return np.searchsorted(bounds, np.asarray(lengths), side="right")
-
-
-def test_doctests():
-    result = doctest.testmod(boundaries)
-    assert result.attempted > 0
-    assert result.failed == 0
 
 
 # --- optimal is exact -------------------------------------------------------

@@ -1,4 +1,3 @@
-import doctest
 import itertools
 
 import keras
@@ -8,7 +7,6 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import kerasbatch.layers.pad_sequences as pad_sequences_module
 from kerasbatch.layers import PadSequences
 
 PADDINGS = ("pre", "post")
@@ -281,11 +279,3 @@ def test_ragged_rank_2_rejected():
     ragged = tf.ragged.constant([[[1, 2]], [[3, 4], [5, 6]]])
     with pytest.raises(ValueError, match="ragged_rank=1"):
         PadSequences()(ragged)
-
-
-def test_docstring_examples():
-    result = doctest.testmod(
-        pad_sequences_module, optionflags=doctest.NORMALIZE_WHITESPACE
-    )
-    assert result.attempted > 0
-    assert result.failed == 0

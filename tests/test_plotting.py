@@ -1,4 +1,3 @@
-import doctest
 import sys
 
 import matplotlib
@@ -199,9 +198,3 @@ def test_missing_matplotlib_says_how_to_install_it(monkeypatch, plot, argument):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match="pip install matplotlib"):
         plot(argument)
-
-
-def test_doctests():
-    result = doctest.testmod(plotting)
-    assert result.attempted > 0
-    assert result.failed == 0
