@@ -31,6 +31,7 @@ WITH_EXAMPLES = {
     "kerasbatch.callbacks.throughput",
     "kerasbatch.io.manifest",
     "kerasbatch.io.parsing",
+    "kerasbatch.io.records",
     "kerasbatch.io.writer",
     "kerasbatch.tuner.batch_sizes",
     "kerasbatch.tuner.bucket_tuner",

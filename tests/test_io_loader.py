@@ -690,21 +690,62 @@ def test_skip_policy_leaves_out_and_counts_bad_records(tmp_path):
     assert len(x["x"]) == 7 and loader.skipped_records == 1
 
 
-def test_truncated_file(tmp_path, token_dir):
+def _damage(token_dir, how):
+    """Damages the second shard; returns its name."""
     files = sorted(f for f in os.listdir(token_dir) if f.endswith(".tfrecords"))
     path = os.path.join(token_dir, files[1])
     with open(path, "rb") as file:
-        data = file.read()
+        data = bytearray(file.read())
+    if how == "truncate":
+        data = data[:-10]
+    else:  # flip a byte in the middle: a CRC fails there
+        data[len(data) // 2] ^= 0xFF
     with open(path, "wb") as file:
-        file.write(data[:-10])
-    with pytest.raises(tf.errors.DataLossError):
+        file.write(bytes(data))
+    return files[1]
+
+
+@pytest.mark.parametrize("how", ["truncate", "corrupt"])
+def test_damaged_file_is_named_or_skipped_and_counted(tmp_path, token_dir, how):
+    name = _damage(token_dir, how)
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=rf"TFRecord file\] \[[^\]]*{name}\] \[is corrupt or truncated at record",
+    ):
         batches(TFRecordLoader(**config(token_dir)))
     check = TFRecordLoader(**config(token_dir)).check(verbose=0)
-    assert check.errors and check.errors[0][0].endswith(files[1])
+    assert check.errors and check.errors[0][0].endswith(name)
     skipping = TFRecordLoader(**config(token_dir, on_error="skip"))
-    assert sorted(labels(batches(skipping))) == list(
-        range(11)
-    )  # the cut record is gone
+    kept = sorted(labels(batches(skipping)))
+    assert skipping.damaged_files == 1 and skipping.skipped_records == 0
+    assert kept == sorted(set(kept)) and set(kept) < set(range(12))
+    if how == "truncate":
+        assert kept == list(range(11))  # only the cut record is gone
+
+
+def test_damaged_file_in_a_sequence_loader_is_named(tmp_path, token_dir):
+    name = _damage(token_dir, "truncate")
+    loader = TFRecordLoader(
+        **config(token_dir, type="discrete_sequence", min_window=1, max_window=2)
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=name):
+        batches(loader)
+
+
+def test_damaged_compressed_file_is_reported_by_tensorflow(tmp_path):
+    records = [{"tokens": np.arange(n), "label": np.int64(n)} for n in range(1, 9)]
+    write_dataset(tmp_path, records, compression="gzip", num_shards=2)
+    files = sorted(p for p in os.listdir(tmp_path) if p.endswith(".tfrecords"))
+    path = os.path.join(tmp_path, files[0])
+    with open(path, "rb") as file:
+        data = file.read()
+    with open(path, "wb") as file:
+        file.write(data[: len(data) // 2])
+    with pytest.raises(tf.errors.DataLossError):
+        batches(TFRecordLoader(**config(str(tmp_path))))
+    skipping = TFRecordLoader(**config(str(tmp_path), on_error="skip"))
+    kept = labels(batches(skipping))
+    assert set(range(5, 9)) <= set(kept) and len(kept) < 8
 
 
 # ------------------------------------------------------------------ config

@@ -27,8 +27,8 @@ from kerasbatch.io.parsing import (
     check_dataset,
     make_batch_parser,
     make_parser,
-    read_file_records,
 )
+from kerasbatch.io.records import read_file_records
 from kerasbatch.io.writer import write_dataset, write_list_file
 
 __all__ = [

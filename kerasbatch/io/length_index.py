@@ -40,16 +40,7 @@ def element_lengths(elements, verbose=1):
     whose first dimension varies (`None` in `element_spec`), as the
     streaming builders measure it.
     """
-    sequences = [
-        name
-        for name, spec in elements.element_spec.items()
-        if spec.shape.rank and spec.shape[0] is None
-    ]
-    if not sequences:
-        raise ValueError(
-            "No tensor has a variable first dimension, so elements have no "
-            f"length to index (element_spec: {elements.element_spec})."
-        )
+    sequences = _sequence_names(elements.element_spec, first_axis=0)
 
     def length(element):
         return tf.reduce_max(
@@ -58,11 +49,47 @@ def element_lengths(elements, verbose=1):
             )
         )
 
+    return _gather(
+        elements.map(length, num_parallel_calls=tf.data.AUTOTUNE).batch(_BATCH), verbose
+    )
+
+
+def batch_lengths(batches, verbose=1):
+    """`element_lengths` of the elements of a dataset of parsed batches.
+
+    The batches hold a `tf.RaggedTensor` (records, None, ...) for each
+    variable-length feature; no per-element work, so several times faster.
+    """
+    sequences = _sequence_names(batches.element_spec, first_axis=1)
+
+    def lengths(batch):
+        rows = [batch[name].row_lengths() for name in sequences]
+        return tf.reduce_max(tf.stack(rows), axis=0)
+
+    return _gather(batches.map(lengths, num_parallel_calls=tf.data.AUTOTUNE), verbose)
+
+
+def _sequence_names(element_spec, first_axis):
+    names = [
+        name
+        for name, spec in element_spec.items()
+        if spec.shape.rank
+        and spec.shape.rank > first_axis
+        and spec.shape[first_axis] is None
+    ]
+    if not names:
+        raise ValueError(
+            "No tensor has a variable first dimension, so elements have no "
+            f"length to index (element_spec: {element_spec})."
+        )
+    return names
+
+
+def _gather(length_batches, verbose):
+    """Concatenates batches of lengths, with a progress bar over elements."""
     progress = keras.utils.Progbar(None, unit_name="element", verbose=verbose)
     pieces, count = [], 0
-    for batch in elements.map(length, num_parallel_calls=tf.data.AUTOTUNE).batch(
-        _BATCH
-    ):
+    for batch in length_batches:
         pieces.append(batch.numpy())
         count += len(pieces[-1])
         progress.update(count)

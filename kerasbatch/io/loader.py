@@ -9,6 +9,7 @@ from tensorflow.python.util import deprecation
 
 from kerasbatch.io import features as features_lib
 from kerasbatch.io import length_index, parsing, specifiers, windows
+from kerasbatch.io.records import read_file_records
 from kerasbatch.io.validation import boolean, check_keys, integer
 
 LOADER_TYPES = ("independent", "continuous_sequence", "discrete_sequence")
@@ -107,6 +108,7 @@ class TFRecordLoader:
         self._validate()
         with tf.device("/CPU:0"):
             self._skipped = tf.Variable(0, dtype=tf.int64, trainable=False)
+            self._damaged = tf.Variable(0, dtype=tf.int64, trainable=False)
 
     # ----------------------------------------------------------------- config
     def get_config(self):
@@ -144,6 +146,15 @@ class TFRecordLoader:
     def skipped_records(self):
         """Records left out with `on_error="skip"` since the loader was made."""
         return int(self._skipped.numpy())
+
+    @property
+    def damaged_files(self):
+        """Corrupt or truncated files read up to the damage with `on_error="skip"`.
+
+        Counted for uncompressed files (see `kerasbatch.io.read_file_records`);
+        in compressed ones damage ends the file's records uncounted.
+        """
+        return int(self._damaged.numpy())
 
     # --------------------------------------------------------------- validate
     def _validate(self):
@@ -250,17 +261,21 @@ class TFRecordLoader:
                 f"but epochs is {self.config['epochs']}. Set epochs to 1 (model.fit's "
                 "epochs repeat it)."
             )
+        if builder is not None and self.config.get("multi_load"):
+            raise ValueError(
+                f"{self._where('multi_load')}: multi_load parses whole batches, but "
+                "a builder batches elements itself; set multi_load to false."
+            )
         if builder is not None and self.config["padding"] is not False:
             raise ValueError(
                 f"{self._where('padding')}: with a builder, padding is the builder's "
                 "(kerasbatch.Padding); set padding to false."
             )
-        elements = self._elements(manifest, files, plan)
         if builder is not None:
-            structured = elements.map(pack)
-            dataset = builder.build(structured, lengths=lengths)
+            elements = self._elements(manifest, files, plan, finish=pack)
+            dataset = builder.build(elements, lengths=lengths)
         else:
-            dataset = self._batch(elements, plan)
+            dataset = self._batch(self._elements(manifest, files, plan), plan)
             dataset = dataset.map(pack)
             if lengths is not None:
                 dataset = dataset.apply(
@@ -315,9 +330,11 @@ class TFRecordLoader:
         )
 
         def compute():
-            return length_index.element_lengths(
-                unshuffled._elements(manifest, files, plan), verbose=verbose
-            )
+            if plan.steps:  # slices change lengths: measure the elements
+                elements = unshuffled._elements(manifest, files, plan)
+                return length_index.element_lengths(elements, verbose=verbose)
+            batches = unshuffled._parsed_batches(manifest, files, plan)
+            return length_index.batch_lengths(batches, verbose=verbose)
 
         path = length_index.cache_path(manifest_path, files, settings)
         return length_index.cached_lengths(path, compute, cache=cache)
@@ -378,39 +395,68 @@ class TFRecordLoader:
         return _FeaturePlan(manifest, primaries, secondaries, steps, padding)
 
     # -------------------------------------------------------------- pipeline
-    def _elements(self, manifest, files, plan):
-        """The dataset of unbatched elements: dicts keyed by `to_name`."""
+    def _elements(self, manifest, files, plan, finish=None):
+        """The dataset of unbatched elements: dicts keyed by `to_name`.
+
+        Each element goes through one `map`: the secondary features and
+        processing steps, then `finish` (e.g. packing for a model).
+        """
+        c = self.config
+        elements = self._read(manifest, files, plan)
+        if c["type"] == "independent":
+            if c["multi_load"]:
+                return elements  # parsed by batch in _batch
+            elements = self._parse(elements, plan).unbatch()
+
+        def make_element(element):
+            element = plan.construct(element)
+            return element if finish is None else finish(element)
+
+        return elements.map(
+            make_element,
+            num_parallel_calls=c["num_parallel_parses"],
+            deterministic=not c["sloppy_interleave"],
+        )
+
+    def _parsed_batches(self, manifest, files, plan):
+        """An `independent` loader's records, parsed in batches (not unbatched)."""
+        return self._parse(self._read(manifest, files, plan), plan)
+
+    def _read(self, manifest, files, plan):
+        """The interleaved (and shuffled) records, or windows of a sequence type."""
         c = self.config
         seeds = np.random.SeedSequence(c["seed"]).generate_state(3)
-        names = {p.from_name: p.to_name for p in plan.primaries}
-        for name in names:
-            spec = manifest.feature(name)
+        for primary in plan.primaries:
+            spec = manifest.feature(primary.from_name)
             if not spec.var_len and 0 in spec.tensor_shape:
                 raise ValueError(
-                    f"Feature {name!r} has shape {list(spec.shape)}, which holds no "
-                    "values; TensorFlow cannot unbatch such tensors. Leave it out of "
-                    "primary_features (a const secondary feature can make it)."
+                    f"Feature {spec.name!r} has shape {list(spec.shape)}, which holds "
+                    "no values; TensorFlow cannot unbatch such tensors. Leave it out "
+                    "of primary_features (a const secondary feature can make it)."
                 )
-        parse = parsing.make_batch_parser(manifest, list(names), on_error=c["on_error"])
-        file_names = tf.data.Dataset.from_tensor_slices(files)
+        sizes = [-1] * len(files)
+        if manifest.compression is None:  # damage is found by counting bytes
+            sizes = [tf.io.gfile.stat(file).length for file in files]
+        file_names = tf.data.Dataset.from_tensor_slices((files, sizes))
         if c["shuffle"]:
             file_names = file_names.shuffle(
                 c["num_filenames_shuffle_buffer"], seed=int(seeds[0])
             )
         file_names = file_names.repeat(c["epochs"]).enumerate()
 
-        def read(visit, file):
-            records = tf.data.TFRecordDataset(
+        def read(visit, file_and_size):
+            file, size = file_and_size
+            records = read_file_records(
                 file,
-                compression_type=_compression(manifest.compression),
+                manifest.compression,
                 buffer_size=c["num_read_buffer_bytes"],
+                file_size=None if manifest.compression else size,
+                on_damage=c["on_error"],
+                damaged_files=self._damaged,
             )
-            if c["on_error"] == "skip":  # a damaged file is read up to the damage
-                records = records.ignore_errors(log_warning=True)
-            records = records.enumerate().map(lambda i, r: (r, file, i))
             if c["type"] == "independent":
                 return records
-            parsed = self._parse(records, parse, names)
+            parsed = self._parse(records, plan)
             window_seed = tf.stack([tf.constant(int(seeds[2]), tf.int64), visit])
             if c["type"] == "continuous_sequence":
                 return windows.continuous_windows(
@@ -442,25 +488,19 @@ class TFRecordLoader:
             elements = elements.shuffle(
                 c["num_shuffle_buffer_elements"], seed=int(seeds[1])
             )
-        if c["type"] == "independent":
-            if c["multi_load"]:
-                return elements  # parsed by batch in _batch
-            elements = self._parse(elements, parse, names)
-        if not (plan.secondaries or plan.steps):
-            return elements
-        return elements.map(
-            plan.construct,
-            num_parallel_calls=c["num_parallel_parses"],
-            deterministic=not c["sloppy_interleave"],
-        )
+        return elements
 
-    def _parse(self, records, parse, names):
-        """Parsed records keyed by `to_name` (bad ones skipped and counted).
+    def _parse(self, records, plan):
+        """Batches of `_PARSE_BATCH` parsed records keyed by `to_name`.
 
-        Records are parsed `_PARSE_BATCH` at a time (one parse op and one set
-        of checks per batch), then unbatched.
+        One parse op and one set of checks per batch; with `on_error="skip"`
+        the bad records are left out of their batch and counted.
         """
         c = self.config
+        names = {p.from_name: p.to_name for p in plan.primaries}
+        parse = parsing.make_batch_parser(
+            plan.manifest, list(names), on_error=c["on_error"]
+        )
 
         def parse_and_rename(serialized, files, indices):
             parsed = parse(serialized, files, indices)
@@ -473,12 +513,11 @@ class TFRecordLoader:
             with tf.control_dependencies([counted]):
                 return {names[k]: _boolean_mask(v, valid) for k, v in features.items()}
 
-        parsed = records.batch(_PARSE_BATCH).map(
+        return records.batch(_PARSE_BATCH).map(
             parse_and_rename,
             num_parallel_calls=c["num_parallel_parses"],
             deterministic=not c["sloppy_interleave"],
         )
-        return parsed.unbatch().map(_dense_rows)
 
     def _num_batches(self, num_elements):
         size = self.config["target_batch_size"]
@@ -643,15 +682,3 @@ def _boolean_mask(tensor, mask):
     if isinstance(tensor, tf.RaggedTensor):
         return tf.ragged.boolean_mask(tensor, mask)
     return tf.boolean_mask(tensor, mask)
-
-
-def _dense_rows(element):
-    """Unbatched rows of ragged features as plain tensors (ragged rank 0)."""
-    return {
-        name: tensor.to_tensor() if isinstance(tensor, tf.RaggedTensor) else tensor
-        for name, tensor in element.items()
-    }
-
-
-def _compression(compression):
-    return {"zlib": "ZLIB", "gzip": "GZIP", None: ""}[compression]

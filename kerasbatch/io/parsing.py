@@ -36,10 +36,10 @@ import keras
 import tensorflow as tf
 
 from kerasbatch.io import manifest as manifest_lib
+from kerasbatch.io.records import read_file_records
 
 ON_ERROR = ("raise", "skip")
 _STORAGE = {"int": tf.int64, "float": tf.float32, "string": tf.string, "raw": tf.string}
-_TF_COMPRESSION = {None: "", "zlib": "ZLIB", "gzip": "GZIP"}
 _PROGRESS_EVERY = 100
 _ERRORS_SHOWN = 5
 
@@ -186,46 +186,6 @@ def _make_parse(manifest, names, on_error, batched):
         return decoded, valid
 
     return parse
-
-
-def read_file_records(file, compression):
-    """The records of one TFRecord file as `(serialized, file, index)`.
-
-    Args:
-        file: the file's path, a string or scalar string tensor (e.g. inside
-            `tf.data.Dataset.interleave`).
-        compression: the manifest's compression: `"zlib"`, `"gzip"` or None.
-
-    Returns:
-        A `tf.data.Dataset` of `(serialized record, file, int64 index)`, what
-        `make_parser`'s function takes (and, batched, `make_batch_parser`'s).
-
-    Example:
-
-    >>> import tempfile
-    >>> from kerasbatch.io import read_file_records, write_dataset
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> _ = write_dataset(tmp.name, [{"x": 1}, {"x": 2}], compression="gzip")
-    >>> records = read_file_records(
-    ...     tmp.name + "/part-00000-of-00001.tfrecords", "gzip")
-    >>> [int(index) for _, _, index in records]
-    [0, 1]
-    >>> tmp.cleanup()
-    """
-    if compression not in manifest_lib.COMPRESSIONS:
-        raise ValueError(
-            f"compression must be 'zlib', 'gzip' or None, got {compression!r}."
-        )
-    if not tf.is_tensor(file):
-        file = os.fspath(file)
-    file = tf.convert_to_tensor(file, tf.string)
-    records = tf.data.TFRecordDataset(
-        file, compression_type=_TF_COMPRESSION[compression]
-    )
-    # zipped, not enumerated and mapped: no function call per record, which
-    # costs several times what reading does
-    files = tf.data.Dataset.from_tensors(file).repeat()
-    return tf.data.Dataset.zip(records, files, tf.data.Dataset.counter())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,8 @@ def continuous_windows(records, file, seed, min_window, max_window, stride):
     """The windows of one file: a dataset of dicts of tensors.
 
     Args:
-        records: the file's parsed records, a dataset of dicts of tensors.
+        records: the file's parsed records, a dataset of dicts of batched
+            tensors (`tf.RaggedTensor` for a feature list).
         file: the file's path (a string tensor), for error messages.
         seed: int64 tensor of shape `(2,)` for the window lengths.
         min_window, max_window: the window length range (positions).
@@ -97,10 +98,10 @@ def discrete_windows(records, file, seed, min_window, max_window):
     )
 
 
-def _collect(records):
-    """Every record of the (finite) dataset: `{name: RaggedTensor}`, a row per record.
+def _collect(batches):
+    """Every record of a (finite) dataset of parsed batches: `{name: RaggedTensor}`.
 
-    A record's row is its tensor along axis 0 (a scalar is a row of one), so
+    A row per record: its tensor along axis 0 (a scalar is a row of one), so
     `rows[a:b].values` concatenates records `a..b-1` along axis 0.
     """
     arrays = {
@@ -109,33 +110,41 @@ def _collect(records):
             size=0,
             dynamic_size=True,
             infer_shape=False,
-            element_shape=_row_shape(spec.shape),
+            element_shape=tf.TensorShape([None]).concatenate(spec.shape[2:]),
         )
-        for name, spec in records.element_spec.items()
+        for name, spec in batches.element_spec.items()
     }
     sizes = {
-        name: tf.TensorArray(tf.int64, size=0, dynamic_size=True) for name in arrays
+        name: tf.TensorArray(tf.int64, size=0, dynamic_size=True, infer_shape=False)
+        for name in arrays
     }
 
-    def add(state, record):
+    def add(state, batch):
         count, arrays, sizes = state
-        for name, tensor in record.items():
-            row = tf.reshape(tensor, [1]) if tensor.shape.rank == 0 else tensor
-            arrays[name] = arrays[name].write(count, row)
-            sizes[name] = sizes[name].write(count, tf.shape(row, out_type=tf.int64)[0])
+        for name, tensor in batch.items():
+            values, lengths = _rows(tensor)
+            arrays[name] = arrays[name].write(count, values)
+            sizes[name] = sizes[name].write(count, lengths)
         return count + 1, arrays, sizes
 
-    _, arrays, sizes = records.reduce((tf.constant(0), arrays, sizes), add)
+    _, arrays, sizes = batches.reduce((tf.constant(0), arrays, sizes), add)
     return {
         name: tf.RaggedTensor.from_row_lengths(
-            arrays[name].concat(), sizes[name].stack(), validate=False
+            arrays[name].concat(), sizes[name].concat(), validate=False
         )
         for name in arrays
     }
 
 
-def _row_shape(shape):
-    return tf.TensorShape([None]).concatenate(shape[1:] if shape.rank else [])
+def _rows(batch):
+    """`(values, row lengths)` of a batch of records, a row per record."""
+    if isinstance(batch, tf.RaggedTensor):
+        return batch.values, batch.row_lengths()
+    records = tf.shape(batch, out_type=tf.int64)[0]
+    if batch.shape.rank == 1:  # scalars: rows of one
+        return batch, tf.ones([records], tf.int64)
+    values = tf.reshape(batch, [-1, *batch.shape[2:]])
+    return values, tf.fill([records], tf.shape(batch, out_type=tf.int64)[1])
 
 
 def _check_long_enough(total, min_window, file, unit):
