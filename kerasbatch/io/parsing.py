@@ -36,7 +36,7 @@ import keras
 import tensorflow as tf
 
 from kerasbatch.io import manifest as manifest_lib
-from kerasbatch.io.records import read_file_records
+from kerasbatch.io import records as records_lib
 
 ON_ERROR = ("raise", "skip")
 _STORAGE = {"int": tf.int64, "float": tf.float32, "string": tf.string, "raw": tf.string}
@@ -277,7 +277,12 @@ def check_dataset(manifest, files, names=None, *, verbose=1):
     errors = []
     total = 0
     for file in files:
-        iterator = iter(read_file_records(file, manifest.compression).map(parse))
+        # record by record (not read_file_records' blocks), so that damage
+        # is found at its record
+        records = tf.data.TFRecordDataset(
+            file, compression_type=records_lib.TF_COMPRESSION[manifest.compression]
+        )
+        iterator = iter(records.enumerate().map(lambda i, r, f=file: parse(r, f, i)))
         index = 0
         while True:
             try:
