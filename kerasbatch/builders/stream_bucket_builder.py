@@ -20,6 +20,10 @@ _NUM_SCALARS = 6
 #: Batches whose running `(real, padded)` totals are kept for the callbacks:
 #: exact per-batch figures while the pipeline runs at most this far ahead.
 _RING = 4096
+#: Input elements read ahead in their own thread: the input pipeline runs inside
+#: the builder's dataset function, where tf.data would otherwise run it in
+#: the consuming thread, one element at a time (tensorflow/tensorflow#44278).
+_INPUT_PREFETCH = 256
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
@@ -372,7 +376,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         per batch.
         """
         c = self._pipeline_constants()
-        elements = dataset.enumerate()
+        elements = dataset.prefetch(_INPUT_PREFETCH).enumerate()
         if self.shuffle:
             elements = _seeded_shuffle(elements, self.buffer_size, self.seed, epoch)
         elements = elements.map(_plain(self._prepare_element))
