@@ -114,8 +114,11 @@ class SequenceData:
         return [c for c in self.components if c.role == role]
 
 
-def from_inputs(x, y=None, sample_weight=None):
+def from_inputs(x, y=None, sample_weight=None, *, require_sequence=True):
     """Validates `(x, y, sample_weight)` and returns a `SequenceData`.
+
+    `require_sequence=False` accepts inputs without a variable-length
+    component (windows of per-example data).
 
     Raises:
         ValueError: empty input, mismatched element counts, misaligned
@@ -154,7 +157,7 @@ def from_inputs(x, y=None, sample_weight=None):
     _check_names(data)
     _check_counts(data)
     _check_alignment(data)
-    if not data.sequence_components:
+    if require_sequence and not data.sequence_components:
         raise ValueError(
             "None of x, y or sample_weight has a variable-length component. "
             "Pass sequences as a list of arrays or a tf.RaggedTensor; dense "

@@ -10,12 +10,13 @@ import tensorflow as tf
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch import sources
+from kerasbatch.config import Configurable
 
 OVERFLOW_POLICIES = ("error", "truncate", "drop")
 _PLAN_CACHE_SIZE = 4
 
 
-class SharedSettings:
+class SharedSettings(Configurable):
     """What every builder shares, in memory or streaming.
 
     Validates and keeps the arguments below; gives `from_config`, equality
@@ -80,17 +81,6 @@ class SharedSettings:
             "prefetch": self.prefetch,
         }
 
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.get_config() == other.get_config()
-
-    def __repr__(self):
-        arguments = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
-        return f"{type(self).__name__}({arguments})"
-
     # ------------------------------------------------------------------ epoch
     @property
     def epoch(self):
@@ -142,7 +132,154 @@ class SharedSettings:
         )
 
 
-class Builder(SharedSettings):
+class PlannedBuilder(SharedSettings):
+    """What the in-memory builders share: data in memory, a numpy plan per epoch.
+
+    `build` validates the inputs and attaches them (`_attach`), then makes
+    the pipeline (`_make_dataset`); `plan(epoch)` caches the plans that
+    `_make_plan(epoch)` makes; the pipeline reads the running epoch's plan
+    through `tf.numpy_function` (`_plan_arrays`, shaped by `_plan_shapes`)
+    and turns each of its rows into a batch with a batch function.
+    Arguments are those of `SharedSettings`.
+    """
+
+    def __init__(self, **shared):
+        super().__init__(**shared)
+        self._data = None
+        self._plans = collections.OrderedDict()
+        self._plans_lock = threading.Lock()
+
+    @property
+    def lengths(self):
+        """int64 length of every built element (longest sequence component)."""
+        self._require_built()
+        return self._lengths
+
+    def build(self, x, y=None, sample_weight=None):
+        """Returns a `tf.data.Dataset` of batches for `model.fit`.
+
+        Args:
+            x: sequences (list of arrays with a varying first axis, or a
+                `tf.RaggedTensor`), per-example arrays, or a dict of those.
+            y: targets, in the same forms: per-example labels or per-frame
+                sequences aligned with x. Optional.
+            sample_weight: weights, per example or per frame. Optional.
+
+        Returns:
+            A dataset of `x`, `(x, y)` or `(x, y, sample_weight)` batches with
+            exact cardinality; sequence components are padded dense tensors
+            (the class docstring tells their shapes).
+        """
+        self._attach(sources.from_inputs(x, y, sample_weight))
+        try:
+            return self._make_dataset()
+        except Exception:
+            self._data = None  # no half-built state for statistics() to read
+            raise
+
+    def adapt(self, lengths):
+        """Plans without building a dataset.
+
+        Resolves data-dependent settings and makes `plan()` and
+        `statistics()` available, as `build` would, at the cost of planning
+        only: what tuning and what-if analysis need. Call `build` for a
+        dataset.
+
+        Args:
+            lengths: 1-D array of non-negative int lengths, one per element
+                (planned as one sequence component, `"x"`), or inputs already
+                converted by `kerasbatch.sources.from_inputs`.
+
+        Example:
+
+        >>> import numpy as np
+        >>> import kerasbatch
+        >>> builder = kerasbatch.BucketBuilder(boundaries=[10], batch_size=2)
+        >>> builder.adapt(np.array([3, 4, 12, 15, 5]))
+        >>> builder.bucket_counts, builder.statistics().num_batches
+        ([3, 2], 3)
+        """
+        if not isinstance(lengths, sources.SequenceData):
+            lengths = sources.from_lengths(lengths)
+        self._attach(lengths)
+
+    def _require_built(self):
+        if self._data is None:
+            raise RuntimeError(
+                f"{type(self).__name__} has no data yet: call build(x, ...) first."
+            )
+
+    def plan(self, epoch=None):
+        """The plan of `epoch` (default: the epoch last started, or next)."""
+        self._require_built()
+        if epoch is None:
+            epoch = self._last_started_epoch
+            if epoch is None:
+                epoch = self.epoch
+        epoch = int(epoch)
+        with self._plans_lock:
+            if epoch in self._plans:
+                return self._plans[epoch]
+        plan = self._make_plan(epoch)
+        with self._plans_lock:
+            self._plans[epoch] = plan
+            while len(self._plans) > _PLAN_CACHE_SIZE:
+                self._plans.popitem(last=False)
+        return plan
+
+    def statistics(self, epoch=None):
+        """`PlanStatistics` of `epoch` (default as `plan`)."""
+        return self.plan(epoch).statistics()
+
+    # -------------------------------------------------------- subclass hooks
+    def _attach(self, data):
+        """Validates the settings against `data` (`sources.SequenceData`),
+        keeps it in `self._data` and its lengths in `self._lengths`."""
+        raise NotImplementedError
+
+    def _make_plan(self, epoch):
+        """The plan of `epoch`, a pure function of `(seed, epoch)`."""
+        raise NotImplementedError
+
+    def _plan_arrays(self, epoch):
+        """The plan of `epoch` as int64 numpy arrays, a row per batch."""
+        raise NotImplementedError
+
+    def _plan_shapes(self):
+        """The static shapes of `_plan_arrays`' arrays."""
+        raise NotImplementedError
+
+    # --------------------------------------------------------------- pipeline
+    def _planned_dataset(self, batch_function, num_batches):
+        """Each iteration: the next epoch's plan, a batch per row of it."""
+        epochs = tf.data.Dataset.range(1).map(lambda _: self._start_epoch())
+        dataset = epochs.flat_map(self._epoch_batches)
+        dataset = dataset.map(
+            batch_function, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+        )
+        return self._prefetched(dataset).apply(
+            tf.data.experimental.assert_cardinality(num_batches)
+        )
+
+    def _epoch_batches(self, epoch):
+        shapes = self._plan_shapes()
+        arrays = tf.numpy_function(
+            self._started_plan_arrays,
+            [epoch],
+            (tf.int64,) * len(shapes),
+            name="plan_epoch",
+        )
+        for array, shape in zip(arrays, shapes, strict=True):
+            array.set_shape(shape)
+        return tf.data.Dataset.from_tensor_slices(tuple(arrays))
+
+    def _started_plan_arrays(self, epoch):
+        arrays = self._plan_arrays(int(epoch))
+        self._last_started_epoch = int(epoch)
+        return arrays
+
+
+class Builder(PlannedBuilder):
     """Base class of the dataset builders.
 
     A builder turns variable-length sequences into a `tf.data.Dataset` of
@@ -225,9 +362,6 @@ class Builder(SharedSettings):
         )
         self.output_lengths = _bool(output_lengths, "output_lengths")
         self.output_mask = _bool(output_mask, "output_mask")
-        self._data = None
-        self._plans = collections.OrderedDict()
-        self._plans_lock = threading.Lock()
         self._running = None
 
     # ----------------------------------------------------------------- config
@@ -242,67 +376,15 @@ class Builder(SharedSettings):
         )
         return config
 
-    @property
-    def lengths(self):
-        """int64 length of every built element (longest sequence component)."""
-        self._require_built()
-        return self._lengths
-
-    # ------------------------------------------------------------------ build
-    def build(self, x, y=None, sample_weight=None):
-        """Returns a `tf.data.Dataset` of padded batches for `model.fit`.
-
-        Args:
-            x: sequences (list of arrays with a varying first axis, or a
-                `tf.RaggedTensor`), per-example arrays, or a dict of those.
-            y: targets, in the same forms: per-example labels or per-frame
-                sequences aligned with x. Optional.
-            sample_weight: weights, per example or per frame. Optional.
-
-        Returns:
-            A dataset of `x`, `(x, y)` or `(x, y, sample_weight)` batches with
-            exact cardinality; sequence components are padded dense tensors of
-            shape `(batch, length, *trailing)`.
-        """
-        self._attach(sources.from_inputs(x, y, sample_weight))
-        try:
-            return self._make_dataset()
-        except Exception:
-            self._data = None  # no half-built state for statistics() to read
-            raise
-
-    def adapt(self, lengths):
-        """Plans without building a dataset.
-
-        Resolves boundaries and batch sizes and makes `plan()` and
-        `statistics()` available, as `build` would, at the cost of planning
-        only: what tuning and what-if analysis need. Call `build` for a
-        dataset.
-
-        Args:
-            lengths: 1-D array of non-negative int lengths, one per element
-                (planned as one sequence component, `"x"`), or inputs already
-                converted by `kerasbatch.sources.from_inputs`.
-
-        Example:
-
-        >>> import numpy as np
-        >>> import kerasbatch
-        >>> builder = kerasbatch.BucketBuilder(boundaries=[10], batch_size=2)
-        >>> builder.adapt(np.array([3, 4, 12, 15, 5]))
-        >>> builder.bucket_counts, builder.statistics().num_batches
-        ([3, 2], 3)
-        """
-        if not isinstance(lengths, sources.SequenceData):
-            lengths = sources.from_lengths(lengths)
-        self._attach(lengths)
-
     def _attach(self, data):
         """Validates the settings against `data` and plans for it."""
         lengths_only = data.lengths_only
-        lengths = data.element_lengths()
+        component_lengths = self._planned_component_lengths(data)
+        names = list(component_lengths)
+        lengths = np.zeros(data.num_elements, dtype=np.int64)  # no sequence
+        if names:
+            lengths = np.max([component_lengths[name] for name in names], axis=0)
         candidates, overflow_limit, policy_dropped = self._apply_overflow(lengths)
-        names = [c.name for c in data.sequence_components]
         parsed = self._parsed_padding
         if lengths_only and isinstance(parsed, dict):
             parsed = {name: p for name, p in parsed.items() if name in names}
@@ -331,7 +413,7 @@ class Builder(SharedSettings):
         self._candidates = candidates
         self._policy_dropped = policy_dropped
         self._paddings = paddings
-        self._component_lengths = {c.name: c.lengths for c in data.sequence_components}
+        self._component_lengths = component_lengths
         self._element_limits = np.full(len(lengths), overflow_limit, dtype=np.int64)
         self._element_bounds = None
         with self._plans_lock:
@@ -347,9 +429,17 @@ class Builder(SharedSettings):
     def _default_padding_length(self):
         return "batch"
 
+    def _planned_component_lengths(self, data):
+        """`{sequence component name: int64 length of every planned element}`.
+
+        The planned elements are the data's elements; a subclass may plan
+        other units of the data (`kerasbatch.ChunkBuilder`: chunks).
+        """
+        return {c.name: c.lengths for c in data.sequence_components}
+
     def _check_fixed_lengths(self):
         for name, padding in self._paddings.items():
-            if padding.fixed_length is None:
+            if padding.fixed_length is None or not len(self._candidates):
                 continue
             kept = np.minimum(self._component_lengths[name], self._element_limits)
             kept = kept[self._candidates]
@@ -369,8 +459,10 @@ class Builder(SharedSettings):
         `self._cut_lengths` holds every element's length after the overflow
         policy and `self._candidates` the elements that may be batched.
         Subclasses resolve data-dependent settings here and may narrow
-        `self._element_limits` (per-element cut lengths) and set
-        `self._element_bounds` (per-element bucket padding lengths).
+        `self._element_limits` (per-element cut lengths), set
+        `self._element_bounds` (per-element bucket padding lengths), fix
+        `self._paddings`, or leave candidates out by a policy of theirs
+        (counting them in `self._policy_dropped`).
         """
 
     def _plan_batches(self, rng):
@@ -381,18 +473,14 @@ class Builder(SharedSettings):
         """
         raise NotImplementedError
 
+    def _num_left_out(self, indices):
+        """Candidates that no batch of the epoch holds (subclass hook for
+        plans that repeat elements); `indices` are the epoch's elements."""
+        return len(self._candidates) - len(indices)
+
     # ------------------------------------------------------------------- plan
-    def plan(self, epoch=None):
-        """The `BatchPlan` of `epoch` (default: the epoch last started, or next)."""
-        self._require_built()
-        if epoch is None:
-            epoch = self._last_started_epoch
-            if epoch is None:
-                epoch = self.epoch
-        epoch = int(epoch)
-        with self._plans_lock:
-            if epoch in self._plans:
-                return self._plans[epoch]
+    def _make_plan(self, epoch):
+        """The `BatchPlan` of `epoch`."""
         rng = np.random.default_rng([self.seed, epoch])
         indices, splits = self._plan_batches(rng)
         indices = indices[: splits[-1]]  # drop_remainder leaves a tail out
@@ -400,7 +488,7 @@ class Builder(SharedSettings):
         bounds = None
         if self._element_bounds is not None:
             bounds = self._element_bounds[first_of_batch]
-        plan = plan_lib.make_plan(
+        return plan_lib.make_plan(
             epoch=epoch,
             indices=indices,
             batch_splits=splits,
@@ -408,17 +496,8 @@ class Builder(SharedSettings):
             bucket_bounds=bounds,
             component_lengths=self._component_lengths,
             paddings=self._paddings,
-            dropped=self._policy_dropped + len(self._candidates) - len(indices),
+            dropped=self._policy_dropped + self._num_left_out(indices),
         )
-        with self._plans_lock:
-            self._plans[epoch] = plan
-            while len(self._plans) > _PLAN_CACHE_SIZE:
-                self._plans.popitem(last=False)
-        return plan
-
-    def statistics(self, epoch=None):
-        """`PlanStatistics` of `epoch` (default as `plan`)."""
-        return self.plan(epoch).statistics()
 
     def running_positions(self, num_batches):
         """Real and padded positions of the running epoch's first batches.
@@ -491,19 +570,13 @@ class Builder(SharedSettings):
             dropped=0,
         )
         if self._probe_function is None:
-            self._probe_function = _BatchFunction(self, None)
+            self._probe_function = self._batch_function(None)
         return self._probe_function(
             tf.constant(indices),
             tf.constant(batch_size, tf.int64),
             tf.constant(plan.padded_lengths[0]),
             tf.constant(limits[0]),
         )
-
-    def _require_built(self):
-        if self._data is None:
-            raise RuntimeError(
-                f"{type(self).__name__} has no data yet: call build(x, ...) first."
-            )
 
     # --------------------------------------------------------------- pipeline
     def _make_dataset(self):
@@ -514,30 +587,19 @@ class Builder(SharedSettings):
                 "overflow='drop'). Lower the batch size or keep the remainder."
             )
         sizes = np.unique(self.plan().batch_sizes)
-        batch_fn = _BatchFunction(self, int(sizes[0]) if len(sizes) == 1 else None)
-        epochs = tf.data.Dataset.range(1).map(lambda _: self._start_epoch())
-        dataset = epochs.flat_map(self._epoch_batches)
-        dataset = dataset.map(
-            batch_fn, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
-        )
-        return self._prefetched(dataset).apply(
-            tf.data.experimental.assert_cardinality(num_batches)
-        )
+        batch_fn = self._batch_function(int(sizes[0]) if len(sizes) == 1 else None)
+        return self._planned_dataset(batch_fn, num_batches)
 
-    def _epoch_batches(self, epoch):
-        rows, sizes, lengths, limits = tf.numpy_function(
-            self._plan_arrays, [epoch], (tf.int64,) * 4, name="plan_epoch"
-        )
-        rows.set_shape([None, None])
-        sizes.set_shape([None])
-        lengths.set_shape([None, len(self._component_lengths)])
-        limits.set_shape([None])
-        return tf.data.Dataset.from_tensor_slices((rows, sizes, lengths, limits))
+    def _batch_function(self, static_batch_size):
+        """The pipeline's `(indices, size, padded lengths, limit) → batch` map."""
+        return _BatchFunction(self, static_batch_size)
+
+    def _plan_shapes(self):
+        return [None, None], [None], [None, len(self._component_lengths)], [None]
 
     def _plan_arrays(self, epoch):
-        """The plan as tensors: a row of indices (padded with -1) per batch."""
-        plan = self.plan(int(epoch))
-        self._last_started_epoch = plan.epoch
+        """Per batch: its indices (padded with -1), size, padded lengths, limit."""
+        plan = self.plan(epoch)
         sizes = plan.batch_sizes
         rows = np.full((plan.num_batches, sizes.max()), -1, dtype=np.int64)
         rows[np.arange(sizes.max()) < sizes[:, None]] = plan.indices
@@ -564,12 +626,12 @@ class _BatchFunction:
         column = 0
         for component, tensor in zip(self.components, self.tensors, strict=True):
             if not component.is_sequence:
-                tensors[component.name] = tf.gather(tensor, indices)
+                tensors[component.name] = self._gather(component, tensor, indices)
                 tensors[component.name].set_shape(
                     [self.static_batch_size, *component.trailing_shape]
                 )
                 continue
-            rows = tf.gather(tensor, indices)
+            rows = self._gather(component, tensor, indices)
             if self.may_cut:
                 rows = rows[:, :limit]
             shape = tf.stack(
@@ -588,6 +650,10 @@ class _BatchFunction:
             lengths[component.name] = rows.row_lengths()
             column += 1
         return self._structure(tensors, lengths)
+
+    def _gather(self, component, tensor, indices):
+        """The batch's rows of `component`: ragged for sequences, else dense."""
+        return tf.gather(tensor, indices)
 
     def _structure(self, tensors, lengths):
         x = self._role("x", tensors)

@@ -2,6 +2,7 @@
 
 import copy
 import json
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -325,8 +326,15 @@ class TFRecordLoader:
             )
         }
         settings["names"] = [input_names, output_names]
-        unshuffled = type(self)(
-            **dict(self.config, shuffle=False, epochs=1, multi_load=False)
+        unshuffled = type(self)(  # one ordered pass, parsing on every core
+            **dict(
+                self.config,
+                shuffle=False,
+                epochs=1,
+                multi_load=False,
+                num_parallel_parses=os.cpu_count() or 1,
+                sloppy_interleave=False,
+            )
         )
 
         def compute():
@@ -412,7 +420,7 @@ class TFRecordLoader:
             element = plan.construct(element)
             return element if finish is None else finish(element)
 
-        return self._map(elements, make_element)
+        return self._map(elements, make_element, per_element=True)
 
     def _parsed_batches(self, manifest, files, plan):
         """An `independent` loader's records, parsed in batches (not unbatched)."""
@@ -511,11 +519,15 @@ class TFRecordLoader:
 
         return self._map(records.batch(_PARSE_BATCH), parse_and_rename)
 
-    def _map(self, dataset, function):
-        """`dataset.map` with `num_parallel_parses` calls: in the pipeline's own
-        thread for 1 (about half the CPU of a one-thread parallel map)."""
+    def _map(self, dataset, function, per_element=False):
+        """`dataset.map` with `num_parallel_parses` parallel calls.
+
+        A map of batches runs beside the reading, in threads of its own; a
+        `per_element` map with one call runs in the consuming thread, which
+        costs half the CPU of handing every element between threads.
+        """
         count = self.config["num_parallel_parses"]
-        if count == 1:
+        if per_element and count == 1:
             return dataset.map(function)
         return dataset.map(
             function,

@@ -1,3 +1,13 @@
 from kerasbatch.layers.pad_sequences import PadSequences
+from kerasbatch.layers.segments import (
+    SegmentAttentionMask,
+    SegmentLossWeights,
+    SegmentPooling,
+)
 
-__all__ = ["PadSequences"]
+__all__ = [
+    "PadSequences",
+    "SegmentAttentionMask",
+    "SegmentLossWeights",
+    "SegmentPooling",
+]

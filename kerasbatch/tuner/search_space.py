@@ -6,6 +6,7 @@ import numpy as np
 
 from kerasbatch import boundaries as boundaries_lib
 from kerasbatch.builders import BucketBuilder
+from kerasbatch.config import Configurable
 
 #: The hyperparameter names the search space declares.
 HYPERPARAMETERS = (
@@ -22,7 +23,7 @@ HYPERPARAMETERS = (
 _SIZING = ("batch_size", "bucket_batch_sizes", "max_tokens", "quadratic_length")
 
 
-class BucketSearchSpace:
+class BucketSearchSpace(Configurable):
     """Which `BucketBuilder` settings to search, and over which values.
 
     Every argument is a sequence of choices. One choice is a fixed setting
@@ -116,17 +117,6 @@ class BucketSearchSpace:
             "pad_to_bucket": list(self.pad_to_bucket),
             "truncate": list(self.truncate),
         }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.get_config() == other.get_config()
-
-    def __repr__(self):
-        arguments = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
-        return f"{type(self).__name__}({arguments})"
 
     def size(self):
         """The number of distinct configurations in the space."""

@@ -1,0 +1,405 @@
+"""Batches of fixed-size chunks of long sequences, with context frames."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasbatch import chunking
+from kerasbatch.builders.base import _BatchFunction, _optional_positive_int
+from kerasbatch.builders.padded_builder import PaddedBuilder
+from kerasbatch.padding import Padding
+
+
+@keras.saving.register_keras_serializable(package="kerasbatch")
+class ChunkBuilder(PaddedBuilder):
+    """Batches of chunks of long sequences, with context, for frame-level models.
+
+    Long sequences (audio, sensor logs) are cut into chunks of `chunk_size`
+    frames, one every `chunk_step` frames (RETURNN's chunking, seed 003; see
+    `kerasbatch.chunking.chunk_table`). The chunks of all sequences are the
+    elements planned and batched: every epoch shuffles them across sequences
+    (a pure function of `(seed, epoch)`) and cuts them into batches of
+    `batch_size` chunks.
+
+    Every frame-aligned sequence component named in `keys` (features,
+    per-frame targets, per-frame weights) is chunked at the same frames;
+    other components are left whole (each chunk carries its sequence's, padded
+    per batch). Chunks of input (x) components get `context` frames before
+    and after: the neighbouring frames of the sequence, or zeros (the padding
+    value) beyond its borders. A model whose time layers use
+    `padding="valid"` and shrink the time axis by exactly the context then
+    outputs `chunk_size` frames, aligned with the chunk's targets.
+
+    A sequence's last chunk may be shorter than `chunk_size`: it is kept when
+    it has at least `min_chunk_size` frames (else left out and counted in
+    `statistics().dropped`) and padded to `chunk_size`, so every batch has
+    the same shapes: x `(batch, chunk_size + left + right, *features)`,
+    targets `(batch, chunk_size, ...)`. With `output_mask=True` the padding
+    has sample weight 0, so a masked loss
+    (`kerasbatch.losses.MaskedMeanSquaredError`) ignores it. Statistics count
+    that padding; context frames, zeros at the borders included, are real
+    input the model needs.
+
+    After training on shuffled chunks, `for_inference()` builds whole
+    sequences padded by the context, and `reassemble` turns the outputs of
+    either (chunks or whole sequences) into one output per input frame.
+
+    Args:
+        chunk_size: frames per chunk, or None for whole sequences (one chunk
+            per sequence, padded per batch; what `for_inference` builds).
+        chunk_step: frames between the starts of consecutive chunks, from 1
+            to `chunk_size` (smaller overlaps them). Defaults to `chunk_size`.
+        context: frames added before and after each chunk of the input (x)
+            components: an int for both sides or a `(left, right)` pair. Each
+            side is at most `chunk_size` (more would make every input mostly
+            repeated neighbour frames: use longer chunks instead).
+        min_chunk_size: shortest last chunk kept, from 1 to `chunk_size`.
+        keys: names of the sequence components to chunk (`"x"`, `"y"`,
+            `"sample_weight"`, dict keys; a single name works too). They must
+            be frame-aligned: the same number of frames in every sequence.
+            None (default): every sequence component.
+        batch_size: chunks per batch.
+        shuffle: reshuffle the chunks across sequences every epoch.
+        seed: int seed; None draws one at construction.
+        drop_remainder: drop the last, smaller batch (counted as dropped).
+        padding: the padding value of each sequence component, as for
+            `kerasbatch.builders.Builder`; it fills short chunks and the
+            context beyond the sequence borders. Chunked components have the
+            fixed lengths above, so their padding gives no length.
+        output_lengths: add each sequence input's lengths to x as
+            `"<name>_length"` (a chunk of x: its frames plus its context).
+        output_mask: emit the padding mask of the per-frame targets as
+            `sample_weight` (1.0 for the chunk's frames, 0.0 for padding).
+        prefetch: batches to prefetch: `"auto"`, an int, or 0 / None.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kerasbatch
+    >>> x = [np.arange(1.0, n + 1) for n in (5, 3)]
+    >>> builder = kerasbatch.ChunkBuilder(
+    ...     chunk_size=2, context=1, batch_size=8, shuffle=False, output_mask=True)
+    >>> chunk_x, chunk_y, mask = next(iter(builder.build(x, y=x)))
+    >>> chunk_x.numpy()
+    array([[0., 1., 2., 3.],
+           [2., 3., 4., 5.],
+           [4., 5., 0., 0.],
+           [0., 1., 2., 3.],
+           [2., 3., 0., 0.]])
+    >>> mask.numpy()[:, 1]
+    array([1., 1., 0., 1., 0.], dtype=float32)
+    >>> builder.chunks()
+    ChunkTable(sequence=[0, 0, 0, 1, 1], offset=[0, 2, 4, 0, 2], length=[2, 2, 1, 2, 1])
+    >>> builder.reassemble(chunk_y.numpy())  # model outputs → whole sequences
+    [array([1., 2., 3., 4., 5.]), array([1., 2., 3.])]
+    """
+
+    def __init__(
+        self,
+        chunk_size,
+        chunk_step=None,
+        context=0,
+        min_chunk_size=1,
+        keys=None,
+        batch_size=32,
+        *,
+        shuffle=True,
+        seed=0,
+        drop_remainder=False,
+        padding=None,
+        output_lengths=False,
+        output_mask=False,
+        prefetch="auto",
+    ):
+        self.chunk_size = _optional_positive_int(chunk_size, "chunk_size")
+        if chunk_step is not None and chunk_size is None:
+            raise ValueError(
+                "chunk_step needs a chunk_size; whole sequences have none."
+            )
+        self.chunk_step = _optional_positive_int(chunk_step, "chunk_step")
+        if self.chunk_step is None:
+            self.chunk_step = self.chunk_size
+        elif self.chunk_step > self.chunk_size:
+            raise ValueError(
+                f"chunk_step={chunk_step} is larger than chunk_size={chunk_size}: "
+                "frames between chunks would never be seen, and reassembly "
+                "could not give an output for them."
+            )
+        self.context = chunking.context_pair(context)
+        if chunk_size is not None and max(self.context) > chunk_size:
+            raise ValueError(
+                f"context {self.context} is larger than chunk_size={chunk_size} "
+                "on a side; each side may be at most chunk_size. Use longer "
+                "chunks."
+            )
+        self.min_chunk_size = _optional_positive_int(min_chunk_size, "min_chunk_size")
+        if self.min_chunk_size is None or (
+            chunk_size is not None and self.min_chunk_size > chunk_size
+        ):
+            raise ValueError(
+                f"min_chunk_size must be from 1 to chunk_size={chunk_size}, got "
+                f"{min_chunk_size!r}."
+            )
+        self.keys = _keys(keys)
+        super().__init__(
+            batch_size,
+            shuffle=shuffle,
+            seed=seed,
+            drop_remainder=drop_remainder,
+            padding=padding,
+            output_lengths=output_lengths,
+            output_mask=output_mask,
+            prefetch=prefetch,
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        del config["max_length"], config["overflow"]  # chunks bound the lengths
+        config.update(
+            chunk_size=self.chunk_size,
+            chunk_step=self.chunk_step,
+            context=list(self.context),
+            min_chunk_size=self.min_chunk_size,
+            keys=self.keys,
+        )
+        return config
+
+    # ------------------------------------------------------------- chunks
+    @property
+    def sequence_lengths(self):
+        """int64 frames of every built sequence (of the chunked components)."""
+        self._require_built()
+        return self._sequence_lengths
+
+    @property
+    def chunk_table(self):
+        """The `ChunkTable` of every chunk of the built sequences.
+
+        Element `i` of the plans (`plan().indices`) is chunk `i` of this
+        table; chunks shorter than `min_chunk_size` are in it but never in a
+        plan.
+        """
+        self._require_built()
+        return self._chunk_table
+
+    def chunks(self, epoch=None):
+        """The `ChunkTable` of `epoch`'s chunks, in the order they are batched.
+
+        Args:
+            epoch: as for `plan` (default: the epoch last started, or next).
+        """
+        return self.chunk_table[self.plan(epoch).indices]
+
+    def reassemble(self, chunk_outputs, epoch=None, cut_context=False):
+        """One output per frame of every sequence from a dataset's outputs.
+
+        Args:
+            chunk_outputs: what `model.predict` returned for `epoch` of this
+                builder's dataset (one row per chunk, in batch order), as for
+                `kerasbatch.chunking.reassemble`.
+            epoch: the epoch the outputs are of (default: the epoch last
+                started, i.e. the one `model.predict` just ran).
+            cut_context: the outputs still hold the context frames (a model
+                that keeps its input's length, e.g. `padding="same"`): cut
+                them off. Default False: outputs hold the chunk's frames only.
+
+        Returns:
+            A list with one float array `(frames, *features)` per sequence, in
+            the input order; overlapping chunks are averaged, frames of
+            dropped chunks are NaN.
+
+        Raises:
+            ValueError: the outputs do not have one row per chunk, or (with a
+                `chunk_size`) not the frames a chunk's output has.
+        """
+        context = self.context if cut_context else (0, 0)
+        if self.chunk_size is not None:
+            self._check_output_frames(chunk_outputs, context, cut_context)
+        return chunking.reassemble(
+            chunk_outputs, self.chunks(epoch), self.sequence_lengths, context
+        )
+
+    def for_inference(self, batch_size=None, output_mask=False):
+        """A builder of whole sequences with this builder's context and keys.
+
+        Its datasets hold every non-empty sequence once, in input order,
+        padded by the context (inputs `(batch, longest + left + right, ...)`), so a model
+        trained on chunks runs on whole sequences; its `reassemble` cuts the
+        outputs back to each sequence's frames.
+
+        Args:
+            batch_size: sequences per batch (default: this builder's).
+            output_mask: emit the targets' padding mask as `sample_weight`,
+                to evaluate on whole sequences with targets
+                (`model.evaluate`). Default False: inference feeds x alone.
+
+        Example:
+
+        >>> import numpy as np
+        >>> import kerasbatch
+        >>> builder = kerasbatch.ChunkBuilder(chunk_size=4, context=(2, 1))
+        >>> whole = builder.for_inference(batch_size=2)
+        >>> batch = next(iter(whole.build([np.ones(3), np.ones(5)])))
+        >>> batch.shape  # the longest sequence, 5, plus 2 + 1 frames of context
+        TensorShape([2, 8])
+        """
+        config = self.get_config()
+        config.update(
+            chunk_size=None,
+            chunk_step=None,
+            min_chunk_size=1,
+            batch_size=batch_size or self.batch_size,
+            output_mask=output_mask,
+            shuffle=False,
+            drop_remainder=False,
+        )
+        return type(self).from_config(config)
+
+    def _check_output_frames(self, chunk_outputs, context, cut_context):
+        expected = self.chunk_size + sum(context)
+        for outputs in _leaves(chunk_outputs):
+            shape = tuple(
+                outputs.shape if hasattr(outputs, "shape") else np.shape(outputs)
+            )
+            frames = shape[1] if len(shape) > 1 else None
+            if frames == expected:
+                continue
+            hint = ""
+            if not cut_context and frames == expected + sum(self.context):
+                hint = " They keep the context frames: pass cut_context=True."
+            raise ValueError(
+                f"Chunk outputs have {frames} frames, but chunks of chunk_size="
+                f"{self.chunk_size} need {expected}"
+                f"{' (context included)' if cut_context else ''}.{hint}"
+            )
+
+    # ------------------------------------------------------------ planning
+    def _planned_component_lengths(self, data):
+        chunked = self._chunked_components(data)
+        frames = chunked[0].lengths
+        table = chunking.chunk_table(frames, self.chunk_size, self.chunk_step)
+        self._sequence_lengths = frames
+        self._chunk_table = table
+        self._chunk_context = {
+            c.name: self.context if c.role == "x" else (0, 0) for c in chunked
+        }
+        return {
+            c.name: (
+                table.length + sum(self._chunk_context[c.name])
+                if c.name in self._chunk_context
+                else c.lengths[table.sequence]
+            )
+            for c in data.sequence_components
+        }
+
+    def _chunked_components(self, data):
+        sequences = data.sequence_components
+        if self.keys is None or data.lengths_only:
+            chunked = sequences
+        else:
+            by_name = {c.name: c for c in data.components}
+            unknown = [key for key in self.keys if key not in by_name]
+            if unknown:
+                raise ValueError(
+                    f"keys names {unknown}, but the components are {list(by_name)}."
+                )
+            for key in self.keys:
+                if not by_name[key].is_sequence:
+                    raise ValueError(
+                        f"keys names {key!r}, but {by_name[key].where} has one "
+                        "value per sequence, not frames: only sequences can "
+                        "be chunked."
+                    )
+            chunked = [c for c in sequences if c.name in self.keys]
+        reference = chunked[0]
+        for component in chunked[1:]:
+            differ = np.flatnonzero(component.lengths != reference.lengths)
+            if len(differ):
+                index = differ[0]
+                raise ValueError(
+                    f"Chunked components must be frame-aligned, but "
+                    f"{component.where} element {index} has "
+                    f"{component.lengths[index]} frames and {reference.where} "
+                    f"element {index} has {reference.lengths[index]}. Leave "
+                    f"{component.name!r} out of keys to keep it whole."
+                )
+        return chunked
+
+    def _prepare(self):
+        long_enough = self._chunk_table.length[self._candidates] >= self.min_chunk_size
+        self._policy_dropped += int((~long_enough).sum())
+        self._candidates = self._candidates[long_enough]
+        if self.chunk_size is None:
+            return
+        for name, (left, right) in self._chunk_context.items():
+            padding = self._paddings[name]
+            window = self.chunk_size + left + right
+            if padding.length != "batch":
+                raise ValueError(
+                    f"padding of the chunked component {name!r} gives the length "
+                    f"{padding.length}, but chunks fix it to {window} "
+                    f"(chunk_size {self.chunk_size} + context {left} + {right}); "
+                    "give only a value."
+                )
+            self._paddings[name] = Padding(value=padding.value, length=window)
+
+    def _batch_function(self, static_batch_size):
+        return _ChunkBatchFunction(self, static_batch_size)
+
+
+class _ChunkBatchFunction(_BatchFunction):
+    """Cuts each planned chunk, with its context, out of its sequence."""
+
+    def __init__(self, builder, static_batch_size):
+        super().__init__(builder, static_batch_size)
+        table = builder.chunk_table
+        self.sequence = tf.constant(table.sequence)
+        self.offset = tf.constant(table.offset)
+        self.length = tf.constant(table.length)
+        self.chunk_context = builder._chunk_context
+
+    def _gather(self, component, tensor, indices):
+        sequences = tf.gather(self.sequence, indices)
+        if component.name not in self.chunk_context:
+            return tf.gather(tensor, sequences)
+        left, right = self.chunk_context[component.name]
+        starts = tf.gather(self.offset, indices) - left
+        ends = starts + tf.gather(self.length, indices) + left + right
+        positions = tf.ragged.range(starts, ends)  # frames, may lie outside
+        sequence_of = tf.gather(sequences, positions.value_rowids())
+        frames = positions.flat_values
+        frames_in_sequence = tf.gather(tensor.row_lengths(), sequence_of)
+        inside = (frames >= 0) & (frames < frames_in_sequence)
+        values = tf.gather(
+            tensor.values,
+            tf.gather(tensor.row_splits, sequence_of)
+            + tf.clip_by_value(frames, 0, tf.maximum(frames_in_sequence - 1, 0)),
+        )
+        padding = tf.cast(self.paddings[component.name].value, tensor.dtype)
+        inside = tf.reshape(inside, [-1] + [1] * len(component.trailing_shape))
+        return positions.with_flat_values(tf.where(inside, values, padding))
+
+
+def _keys(keys):
+    if keys is None:
+        return None
+    if isinstance(keys, str):
+        keys = [keys]
+    if (
+        not isinstance(keys, list | tuple)
+        or not keys
+        or not all(isinstance(key, str) for key in keys)
+        or len(set(keys)) != len(keys)
+    ):
+        raise ValueError(
+            f"keys must be None or a non-empty list of distinct names, got {keys!r}."
+        )
+    return list(keys)
+
+
+def _leaves(outputs):
+    if isinstance(outputs, dict):
+        return list(outputs.values())
+    if isinstance(outputs, list | tuple):
+        return list(outputs)
+    return [outputs]

@@ -1,0 +1,454 @@
+"""Packed rows: several sequences per fixed-length row, with segment ids."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasbatch import packing, sources
+from kerasbatch import padding as padding_lib
+from kerasbatch import plan as plan_lib
+from kerasbatch.builders.base import PlannedBuilder, _bool, _optional_positive_int
+
+SEGMENT_IDS = "segment_ids"
+POSITIONS = "positions"
+
+
+@keras.saving.register_keras_serializable(package="kerasbatch")
+class PackedBuilder(PlannedBuilder):
+    """Rows of `sequence_length` positions, each packed with several sequences.
+
+    Each epoch, the sequences are packed into rows by best-fit decreasing
+    (`kerasbatch.packing.pack`): almost no position is padding. The rows are
+    cut into batches of `batch_size` rows, all padded to `sequence_length`,
+    so the model sees one shape (two with a smaller last batch). Which
+    sequences share a row (among those of equal length), their order in the
+    row and the order of the rows are reshuffled every epoch, from
+    `(seed, epoch)`; the number of rows is the same every epoch.
+
+    A model tells the packed sequences apart by two int32 inputs of shape
+    `(batch, sequence_length)` that x gains: `"segment_ids"` (1, 2, ... for
+    the sequences of a row, in row order; 0 for padding) and `"positions"`
+    (0..n-1 within each sequence; 0 for padding). Give attention layers
+    the mask of `kerasbatch.layers.SegmentAttentionMask`, and position
+    embeddings `positions`: a packed sequence is then processed exactly as
+    if it were alone.
+
+    Sequence components (tokens, per-token targets, per-token weights) are
+    packed into `(batch, sequence_length, *trailing)`; every sequence
+    component of an element must be equally long. Per-example components
+    (e.g. a class label) become per-segment arrays of shape `(batch,
+    max_segments, *shape)`: slot k of a row belongs to segment id k + 1 (pool
+    token features with `kerasbatch.layers.SegmentPooling`). With targets y,
+    the batches carry sample weights: per-token targets weigh 1 on real
+    tokens and 0 on padding, per-example targets 1 on the row's real
+    segment slots and 0 on empty ones, times any `sample_weight` given.
+    Compile the loss with `reduction="mean_with_sample_weight"` to average
+    over real tokens or segments (Keras' default divides by all positions).
+    Keras' binary cross-entropy and mean squared error average the last
+    axis: give them scalar per-example labels of shape `(N, 1)`, which become
+    `(batch, max_segments, 1)` like the predictions.
+
+    Args:
+        sequence_length: positions per packed row, a positive int.
+        batch_size: rows per batch.
+        max_segments_per_row: the most sequences a row may hold, which is
+            also the size of the per-segment axis. None: the most the packing
+            puts in a row for this data (the same every epoch;
+            `resolved_max_segments` after `build`).
+        normalize_segments: per-token sample weights of `1 / length` on the
+            tokens of each sequence, so every sequence weighs the same in the
+            loss whatever its length (default: every token weighs 1).
+        shuffle: reshuffle the packing and the rows every epoch. Without it,
+            rows hold their sequences longest first, in creation order.
+        seed: int seed; epoch k's rows depend only on `(seed, k)`. None
+            draws one at construction.
+        drop_remainder: drop the last batch when it has fewer rows than
+            `batch_size`; its elements count in `statistics().dropped`.
+        padding: the padding values: None (0), a `kerasbatch.Padding` or
+            config dict for all components, or a dict of them by component
+            name (`"x"`, `"y"`, `"sample_weight"` or dict keys; per-example
+            components pad their empty segment slots with it). Rows are
+            always `sequence_length` long, so a length, if given, must be
+            `sequence_length`.
+        max_length: the longest element allowed (at most, and by default,
+            `sequence_length`).
+        overflow: what happens to elements longer than `max_length`:
+            `"error"` (raise, naming the element and its length),
+            `"truncate"` (cut to `max_length`) or `"drop"` (leave out);
+            truncated and dropped elements are counted in `statistics()`.
+        prefetch: batches to prefetch: `"auto"`, an int, or 0 / None.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kerasbatch
+    >>> x = [np.full(n, i + 1) for i, n in enumerate([5, 3, 2, 7, 1])]
+    >>> builder = kerasbatch.PackedBuilder(8, batch_size=3, shuffle=False)
+    >>> dataset = builder.build(x, y=np.array([10, 11, 12, 13, 14]))
+    >>> inputs, labels, weights = next(iter(dataset))
+    >>> inputs["x"].numpy()
+    array([[4, 4, 4, 4, 4, 4, 4, 5],
+           [1, 1, 1, 1, 1, 2, 2, 2],
+           [3, 3, 0, 0, 0, 0, 0, 0]])
+    >>> inputs["segment_ids"].numpy()
+    array([[1, 1, 1, 1, 1, 1, 1, 2],
+           [1, 1, 1, 1, 1, 2, 2, 2],
+           [1, 1, 0, 0, 0, 0, 0, 0]], dtype=int32)
+    >>> inputs["positions"].numpy()[1]
+    array([0, 1, 2, 3, 4, 0, 1, 2], dtype=int32)
+    >>> labels.numpy(), weights.numpy()
+    (array([[13, 14],
+           [10, 11],
+           [12,  0]]), array([[1., 1.],
+           [1., 1.],
+           [1., 0.]], dtype=float32))
+    >>> print(builder.statistics())
+    1 batches of 5 elements: padding efficiency 0.750 (x=0.750), 1 distinct shapes, 0 dropped, 0 truncated (0 positions)
+    >>> kerasbatch.PackedBuilder.from_config(builder.get_config()) == builder
+    True
+    """
+
+    def __init__(
+        self,
+        sequence_length,
+        batch_size=32,
+        max_segments_per_row=None,
+        normalize_segments=False,
+        *,
+        shuffle=True,
+        seed=0,
+        drop_remainder=False,
+        padding=None,
+        max_length=None,
+        overflow="error",
+        prefetch="auto",
+    ):
+        if sequence_length is None:
+            raise ValueError("sequence_length must be a positive int, got None.")
+        self.sequence_length = _optional_positive_int(
+            sequence_length, "sequence_length"
+        )
+        if batch_size is None:
+            raise ValueError("batch_size must be a positive int, got None.")
+        self.batch_size = _optional_positive_int(batch_size, "batch_size")
+        self.max_segments_per_row = _optional_positive_int(
+            max_segments_per_row, "max_segments_per_row"
+        )
+        self.normalize_segments = _bool(normalize_segments, "normalize_segments")
+        if max_length is None:
+            max_length = self.sequence_length
+        super().__init__(
+            shuffle=shuffle,
+            seed=seed,
+            drop_remainder=drop_remainder,
+            padding=padding,
+            max_length=max_length,
+            overflow=overflow,
+            prefetch=prefetch,
+        )
+        if self.max_length > self.sequence_length:
+            raise ValueError(
+                f"max_length={self.max_length} is longer than the packed rows "
+                f"(sequence_length={self.sequence_length})."
+            )
+        self.resolved_max_segments = None
+
+    def get_config(self):
+        """The constructor arguments, JSON-serialisable."""
+        return {
+            "sequence_length": self.sequence_length,
+            "batch_size": self.batch_size,
+            "max_segments_per_row": self.max_segments_per_row,
+            "normalize_segments": self.normalize_segments,
+            **self._shared_config(),
+        }
+
+    def _attach(self, data):
+        _check_aligned(data)
+        _check_weight_targets(data)
+        x_keys = data.structure["x"] if isinstance(data.structure["x"], tuple) else ()
+        for reserved in (SEGMENT_IDS, POSITIONS):
+            if reserved in x_keys:
+                raise ValueError(
+                    f"x has a key {reserved!r}, which PackedBuilder adds to x; "
+                    "rename it."
+                )
+        names = [c.name for c in data.components]
+        parsed = self._parsed_padding
+        if data.lengths_only and isinstance(parsed, dict):
+            parsed = {name: p for name, p in parsed.items() if name in names}
+        paddings = padding_lib.resolve_padding(parsed, names, "batch")
+        for name, padding in paddings.items():
+            if padding.length not in ("batch", self.sequence_length):
+                raise ValueError(
+                    f"padding[{name!r}] has length {padding.length!r}, but packed "
+                    f"rows are always sequence_length={self.sequence_length} long; "
+                    "give only a padding value."
+                )
+        lengths = data.element_lengths()
+        self._check_fits(lengths)
+        candidates, limit, policy_dropped = self._apply_overflow(lengths)
+        if not len(candidates):
+            raise ValueError(
+                f"No element left: all are longer than max_length={self.max_length} "
+                "and overflow='drop'."
+            )
+        self._data = data
+        self._lengths = lengths
+        self._cut_lengths = np.minimum(lengths, limit)
+        self._candidates = candidates
+        self._policy_dropped = policy_dropped
+        self._paddings = paddings
+        with self._plans_lock:
+            self._plans.clear()
+        # The rows formed do not depend on the epoch (only who fills them).
+        rows = packing.pack(
+            self._cut_lengths[candidates],
+            self.sequence_length,
+            self.max_segments_per_row,
+        )
+        if self.drop_remainder and rows.num_rows < self.batch_size:
+            self._data = None
+            raise ValueError(
+                f"No batch left: the data packs into {rows.num_rows} rows, fewer "
+                f"than batch_size={self.batch_size}, and drop_remainder=True."
+            )
+        self.resolved_max_segments = self.max_segments_per_row or int(
+            rows.segments_per_row.max()
+        )
+
+    def _check_fits(self, lengths):
+        """The `"error"` overflow policy, in the words of packing."""
+        if self.overflow != "error":
+            return
+        too_long = np.flatnonzero(lengths > self.max_length)
+        if len(too_long):
+            first = int(too_long[0])
+            raise ValueError(
+                f"Element {first} has length {lengths[first]}, longer than a "
+                f"packed row allows (max_length={self.max_length}, "
+                f"sequence_length={self.sequence_length}); {len(too_long)} "
+                "elements are. Set overflow='truncate' or overflow='drop', or "
+                "raise sequence_length."
+            )
+
+    def _make_plan(self, epoch):
+        rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
+        candidates = self._candidates
+        rows = packing.pack(
+            self._cut_lengths[candidates],
+            self.sequence_length,
+            self.resolved_max_segments,
+            rng,
+        )
+        batch_splits = plan_lib.batch_splits(
+            rows.num_rows, self.batch_size, self.drop_remainder
+        )
+        row_splits = rows.row_splits[: batch_splits[-1] + 1]
+        indices = candidates[rows.order[: row_splits[-1]]]
+        token_lengths = self._cut_lengths[indices]
+        cut = self._lengths[indices] - token_lengths
+        num_components = len(self._data.sequence_components)
+        return packing.PackedPlan(
+            epoch=epoch,
+            sequence_length=self.sequence_length,
+            indices=indices,
+            row_splits=row_splits,
+            batch_splits=batch_splits,
+            token_lengths=token_lengths,
+            component_names=tuple(c.name for c in self._data.sequence_components),
+            dropped=self._policy_dropped + len(candidates) - len(indices),
+            truncated=int((cut > 0).sum()),
+            truncated_positions=int(cut.sum()) * num_components,
+        )
+
+    def running_positions(self, num_batches):
+        """Real and padded positions of the running epoch's first batches.
+
+        Args:
+            num_batches: how many of the epoch's batches (in order) to count.
+
+        Returns:
+            `(real, padded)` int positions over all sequence components.
+
+        Example:
+
+        >>> import numpy as np
+        >>> import kerasbatch
+        >>> builder = kerasbatch.PackedBuilder(4, batch_size=1, shuffle=False)
+        >>> _ = builder.build([np.ones(n) for n in (3, 1, 2)])
+        >>> builder.running_positions(1), builder.running_positions(2)
+        ((4, 4), (6, 8))
+        """
+        plan = self.plan()
+        count = min(int(num_batches), plan.num_batches)
+        num_components = len(plan.component_names)
+        real = int(plan.real_positions[:count].sum())
+        padded = int(plan.padded_positions[:count].sum())
+        return real * num_components, padded * num_components
+
+    # --------------------------------------------------------------- pipeline
+    def _make_dataset(self):
+        plan = self.plan(0)
+        full = np.all(plan.rows_per_batch == self.batch_size)
+        pack_rows = _PackRows(self, self.batch_size if full else None)
+        return self._planned_dataset(
+            tf.autograph.experimental.do_not_convert(pack_rows),  # plain tf code
+            plan.num_batches,
+        )
+
+    def _plan_shapes(self):
+        return [None, None], [None, self.batch_size], [None]
+
+    def _plan_arrays(self, epoch):
+        """Per batch: its element indices (padded with -1), the segments of
+        each of its rows (padded with 0) and its number of rows."""
+        plan = self.plan(epoch)
+        rows = plan.rows_per_batch
+        counts = np.diff(plan.row_splits[plan.batch_splits])
+        elements = np.full((plan.num_batches, counts.max()), -1, dtype=np.int64)
+        elements[np.arange(counts.max()) < counts[:, None]] = plan.indices
+        segments = np.zeros((plan.num_batches, self.batch_size), dtype=np.int64)
+        segments[np.arange(self.batch_size) < rows[:, None]] = plan.segments_per_row
+        return elements, segments, rows.astype(np.int64)
+
+
+class _PackRows:
+    """Builds one batch of packed rows: `(elements, segments, rows) → element`."""
+
+    def __init__(self, builder, static_batch_size):
+        data = builder._data
+        self.components = data.components
+        self.structure = data.structure
+        self.paddings = builder._paddings
+        self.sequence_length = builder.sequence_length
+        self.max_segments = builder.resolved_max_segments
+        self.normalize_segments = builder.normalize_segments
+        self.static_batch_size = static_batch_size
+        self.tensors = {c.name: tf.constant(c.values) for c in self.components}
+        sequence = data.sequence_components[0]
+        self.starts = tf.constant(sequence.row_splits[:-1])
+        self.lengths = tf.constant(builder._cut_lengths)
+
+    def __call__(self, elements, segments, num_rows):
+        segments = segments[:num_rows]
+        indices = elements[: tf.reduce_sum(segments)]
+        lengths = tf.gather(self.lengths, indices)
+        positions = tf.ragged.range(lengths).flat_values
+        token_index = tf.repeat(tf.gather(self.starts, indices), lengths) + positions
+        row_of = tf.repeat(tf.range(num_rows), segments)
+        row_tokens = tf.math.unsorted_segment_sum(lengths, row_of, num_rows)
+        segment_ids = tf.repeat(tf.ragged.range(segments).flat_values + 1, lengths)
+
+        def to_dense(values, row_lengths, width, value):
+            """Flat values, `row_lengths` of them per row → `(rows, width, ...)`:
+            tokens into rows of `sequence_length`, per-element values into
+            `max_segments` slots."""
+            rows = tf.RaggedTensor.from_row_lengths(values, row_lengths)
+            shape = [num_rows, width, *values.shape[1:]]
+            dense = rows.to_tensor(tf.cast(value, values.dtype), shape=shape)
+            dense.set_shape([self.static_batch_size, *dense.shape[1:]])
+            return dense
+
+        def to_rows(tokens, value=0):
+            return to_dense(tokens, row_tokens, self.sequence_length, value)
+
+        def to_slots(values, value=0):
+            return to_dense(values, segments, self.max_segments, value)
+
+        packed = {}
+        for component in self.components:
+            tensor = self.tensors[component.name]
+            value = self.paddings[component.name].value
+            if component.is_sequence:
+                packed[component.name] = to_rows(tf.gather(tensor, token_index), value)
+            else:
+                packed[component.name] = to_slots(tf.gather(tensor, indices), value)
+        x = self._role("x", packed)
+        if not isinstance(x, dict):
+            x = {"x": x}
+        x[SEGMENT_IDS] = to_rows(tf.cast(segment_ids, tf.int32))
+        x[POSITIONS] = to_rows(tf.cast(positions, tf.int32))
+        if self.structure["y"] is None:
+            return x
+        token_weights = tf.ones_like(positions, tf.float32)
+        if self.normalize_segments:
+            token_weights /= tf.cast(tf.repeat(lengths, lengths), tf.float32)
+        weights = {}
+        for target in self.components:
+            if target.role != "y":
+                continue
+            if target.is_sequence:
+                weight = to_rows(token_weights)
+            else:
+                weight = to_slots(tf.ones_like(indices, tf.float32))
+            given = self._weight_component(target)
+            if given is None:
+                pass
+            elif given.is_sequence or not target.is_sequence:
+                weight *= _broadcast_to(packed[given.name], weight)
+            else:  # a per-example weight on every token of its sequence
+                tensor = self.tensors[given.name]
+                tokens = tf.repeat(tf.gather(tensor, indices), lengths, axis=0)
+                weight *= _broadcast_to(to_rows(tokens), weight)
+            weights[target.name] = weight
+        y = self._role("y", packed)
+        if self.structure["y"] == "single":
+            return x, y, weights["y"]
+        return x, y, {key: weights[key] for key in self.structure["y"]}
+
+    def _role(self, role, tensors):
+        if self.structure[role] == "single":
+            return tensors[role]
+        return {c.key: tensors[c.name] for c in self.components if c.role == role}
+
+    def _weight_component(self, target):
+        """The sample weight component of `target`, or None."""
+        parts = self.structure["sample_weight"]
+        if parts is None:
+            return None
+        if parts == "single":
+            name = "sample_weight"
+        else:
+            name = sources.component_name("sample_weight", target.key)
+        return next((c for c in self.components if c.name == name), None)
+
+
+def _broadcast_to(given, weight):
+    """`given` as float32, with trailing axes of size 1 up to `weight`'s rank."""
+    given = tf.cast(given, tf.float32)
+    for _ in range(weight.shape.rank - given.shape.rank):
+        given = given[..., None]
+    return given
+
+
+def _check_aligned(data):
+    """Every sequence component of an element fills the same positions."""
+    first, *others = data.sequence_components
+    for other in others:
+        mismatch = np.flatnonzero(other.lengths != first.lengths)
+        if len(mismatch):
+            index = int(mismatch[0])
+            raise ValueError(
+                f"{other.where} element {index} has length {other.lengths[index]} "
+                f"but {first.where} element {index} has length "
+                f"{first.lengths[index]}; PackedBuilder packs every sequence "
+                "component of an element into the same positions, so they need "
+                f"equal lengths ({len(mismatch)} elements differ)."
+            )
+
+
+def _check_weight_targets(data):
+    """Per-token weights need per-token targets."""
+    targets = data.role_components("y")
+    for weight in data.role_components("sample_weight"):
+        if not weight.is_sequence:
+            continue
+        matching = [t for t in targets if t.key == weight.key] or targets
+        for target in matching:
+            if not target.is_sequence:
+                raise ValueError(
+                    f"{weight.where} is per-token but its target {target.where} "
+                    "is per-example (a per-segment slot after packing); give "
+                    "per-example weights."
+                )

@@ -1,0 +1,590 @@
+"""Windows of consecutive elements, batched by a reducer per component."""
+
+import dataclasses
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasbatch import plan as plan_lib
+from kerasbatch import reducers as reducers_lib
+from kerasbatch import sources
+from kerasbatch.builders.base import Builder, _BatchFunction, _optional_positive_int
+from kerasbatch.padding import Padding
+
+
+@keras.saving.register_keras_serializable(package="kerasbatch")
+class WindowBuilder(Builder):
+    """Windows of consecutive elements, each component batched by its reducer.
+
+    Seed 000's generalised batching. A window combines consecutive elements
+    exactly as `tf.data.Dataset.window(size, shift, stride, drop_remainder)`:
+    window k starts at element `k * shift` and holds the elements `start,
+    start + stride, ...`, `size` of them (fewer at the end, unless
+    `drop_remainder`). Then a reducer per component (`kerasbatch.reducers`)
+    turns the window's elements into the batch: pad x, stack the labels,
+    count, or a user's own `kerasbatch.Reducer`.
+
+    Windows are fixed by the element order; each epoch (`shuffle`) takes
+    them in a new order drawn from `(seed, epoch)`. Windows overlap when
+    `shift < size * stride`, and then an element is fed once per window
+    holding it. `shift=size` (with `stride=1`) makes every window a batch of
+    its own elements: each element exactly once per epoch with
+    `drop_remainder=False`.
+
+    Components are named `"x"`, `"y"`, `"sample_weight"` or by their dict keys
+    (`kerasbatch.sources.component_name`). Besides the inputs of
+    `kerasbatch.builders.Builder.build`, a component may be a list of
+    `tf.SparseTensor`s of one rank (a sparse component: its length is the
+    first dimension) or an array of strings (per-example). `statistics()`
+    reports the padding of the components batched by `"padded"` or `"dense"`
+    (sparse ones along their first dimension); a count or a user's reducer
+    has no padding to report.
+
+    Args:
+        size: elements per window, a positive int.
+        shift: how many elements the window moves forward between windows.
+            The seed's default 1 makes sliding windows; use `size` for
+            batches.
+        stride: the step between the elements of a window.
+        drop_remainder: drop the last windows that hold fewer than `size`
+            elements (the seed's default, True).
+        reducers: a dict mapping component names to a reducer: a name
+            (`"padded"`, `"dense"`/`"batch"`, `"count"`), a config dict, or a
+            `kerasbatch.Reducer` / built-in instance. Components left out are
+            `"padded"` (sequences, sparse) or `"dense"` (per-example).
+        shuffle: take the windows in a new order every epoch.
+        seed: int seed; epoch k's order depends only on `(seed, k)`.
+        max_length, overflow, prefetch: as in `kerasbatch.builders.Builder`
+            (elements are cut or dropped before windowing).
+
+    Example:
+
+    Seed 000's end-to-end example: strings stacked, integers padded to 2.
+
+    >>> import tensorflow as tf
+    >>> import kerasbatch
+    >>> def gen():
+    ...     yield "a", [1]
+    ...     yield "b", [2]
+    ...     yield "c", [3]
+    ...     yield "d", [4, 4]
+    >>> dataset = tf.data.Dataset.from_generator(gen, output_signature=(
+    ...     tf.TensorSpec((), tf.string), tf.TensorSpec((None,), tf.int32)))
+    >>> builder = kerasbatch.WindowBuilder(
+    ...     size=2, shift=2, shuffle=False,
+    ...     reducers={"x": "dense", "y": kerasbatch.reducers.PaddedBatch(length=2)})
+    >>> for x, y in builder.build_from_dataset(dataset):
+    ...     print(x.numpy().tolist(), y.numpy().tolist())
+    [b'a', b'b'] [[1, 0], [2, 0]]
+    [b'c', b'd'] [[3, 0], [4, 4]]
+    >>> builder.statistics().padding_efficiency
+    0.625
+    """
+
+    def __init__(
+        self,
+        size,
+        shift=1,
+        stride=1,
+        drop_remainder=True,
+        reducers=None,
+        *,
+        shuffle=True,
+        seed=0,
+        max_length=None,
+        overflow="error",
+        prefetch="auto",
+    ):
+        self.size, self.shift, self.stride = _window_arguments(size, shift, stride)
+        super().__init__(
+            self.size,
+            shuffle=shuffle,
+            seed=seed,
+            drop_remainder=drop_remainder,
+            max_length=max_length,
+            overflow=overflow,
+            prefetch=prefetch,
+        )
+        self.reducers = _parse_reducers(reducers)
+
+    # ----------------------------------------------------------------- config
+    def get_config(self):
+        config = self._arguments()
+        if config["reducers"] is not None:
+            config["reducers"] = {
+                name: reducers_lib.serialize(reducer)
+                for name, reducer in config["reducers"].items()
+            }
+        return config
+
+    def _arguments(self):
+        """The constructor arguments, reducers as objects."""
+        shared = self._shared_config()
+        del shared["padding"], shared["drop_remainder"]
+        return {
+            "size": self.size,
+            "shift": self.shift,
+            "stride": self.stride,
+            "drop_remainder": self.drop_remainder,
+            "reducers": None if self.reducers is None else dict(self.reducers),
+            **shared,
+        }
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self._arguments() == other._arguments()
+
+    def __repr__(self):
+        arguments = ", ".join(f"{k}={v!r}" for k, v in self._arguments().items())
+        return f"WindowBuilder({arguments})"
+
+    # ------------------------------------------------------------------ build
+    def build(self, x, y=None, sample_weight=None):
+        """Returns a `tf.data.Dataset` of one batch per window for `model.fit`.
+
+        Args:
+            x: the inputs of `kerasbatch.builders.Builder.build`, lists of
+                `tf.SparseTensor`s, or string arrays; or a dict of those.
+            y: targets, in the same forms. Optional.
+            sample_weight: weights, in the same forms. Optional.
+
+        Returns:
+            A dataset of `x`, `(x, y)` or `(x, y, sample_weight)` batches, one
+            per window, each component as its reducer returns it; exact
+            cardinality (the number of windows).
+        """
+        return super().build(_window_data(x, y, sample_weight))
+
+    def build_from_dataset(self, dataset):
+        """Windows the elements of a finite `tf.data.Dataset`, read into memory.
+
+        Elements are a tensor, a dict, or a tuple `(x, y[, sample_weight])`
+        of those (as `model.fit` reads them). A component whose elements vary
+        in their first dimension (unknown in the `element_spec`) is a
+        sequence; `tf.SparseTensor` elements make a sparse component.
+
+        Returns:
+            The dataset `build` returns for the same inputs.
+        """
+        if not isinstance(dataset, tf.data.Dataset):
+            raise TypeError(
+                f"Expected a tf.data.Dataset, got {type(dataset).__name__}."
+            )
+        if dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
+            raise ValueError("The dataset is infinite; windowing reads it into memory.")
+        specs = tf.nest.flatten(dataset.element_spec)
+        columns = [[] for _ in specs]
+        for element in dataset:
+            for column, value in zip(columns, tf.nest.flatten(element), strict=True):
+                column.append(value)
+        inputs = tf.nest.pack_sequence_as(
+            dataset.element_spec,
+            [_column_input(c, s) for c, s in zip(columns, specs, strict=True)],
+        )
+        if not isinstance(inputs, tuple | list):
+            return self.build(inputs)
+        if not 1 <= len(inputs) <= 3:
+            raise ValueError(
+                f"Dataset elements are tuples of {len(inputs)}; expected "
+                "(x,), (x, y) or (x, y, sample_weight)."
+            )
+        return self.build(*inputs)
+
+    # ------------------------------------------------------------------- plan
+    def _prepare(self):
+        self._reducers = self._resolve_reducers()
+        batched = [
+            c
+            for c in self._data.sequence_components
+            if isinstance(
+                self._reducers[c.name],
+                reducers_lib.PaddedBatch | reducers_lib.DenseBatch,
+            )
+        ]
+        self._component_lengths = {c.name: c.lengths for c in batched}
+        self._paddings = {
+            c.name: getattr(self._reducers[c.name], "padding", Padding())
+            for c in batched
+        }
+        positions, splits = window_positions(
+            len(self._candidates),
+            self.size,
+            self.shift,
+            self.stride,
+            self.drop_remainder,
+        )
+        if len(splits) == 1:
+            if not len(self._candidates):
+                raise ValueError("No window: overflow='drop' dropped every element.")
+            raise ValueError(
+                f"No window: {len(self._candidates)} elements cannot fill a "
+                f"window of size {self.size} with stride {self.stride}; keep "
+                "the partial windows with drop_remainder=False."
+            )
+        self._windows = self._candidates[positions], splits
+        self._num_unwindowed = len(self._candidates) - len(np.unique(positions))
+        for component in batched:
+            if isinstance(self._reducers[component.name], reducers_lib.DenseBatch):
+                self._check_one_shape(component)
+
+    def _resolve_reducers(self):
+        """`{component name: reducer}` for every component of the data."""
+        names = [c.name for c in self._data.components]
+        given = dict(self.reducers or {})
+        if self._data.lengths_only:
+            given = {name: r for name, r in given.items() if name in names}
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise ValueError(
+                f"reducers names {unknown}, but the components are {names}."
+            )
+        return {
+            c.name: given.get(
+                c.name,
+                reducers_lib.PaddedBatch()
+                if c.is_sequence
+                else reducers_lib.DenseBatch(),
+            )
+            for c in self._data.components
+        }
+
+    def _check_one_shape(self, component):
+        """Every window of a `"dense"` sequence component has one shape."""
+        shapes = _element_shapes(component, self._element_limits)
+        indices, splits = self._windows
+        windowed = shapes[indices]
+        differs = (
+            np.minimum.reduceat(windowed, splits[:-1])
+            != np.maximum.reduceat(windowed, splits[:-1])
+        ).any(axis=1)
+        if not differs.any():
+            return
+        window = int(np.flatnonzero(differs)[0])
+        members = indices[splits[window] : splits[window + 1]]
+        first = members[0]
+        other = members[np.flatnonzero((shapes[members] != shapes[first]).any(1))[0]]
+        raise ValueError(
+            f"Reducer 'dense' of component {component.name!r} needs elements of "
+            f"one shape, but window {window} holds element {first} of shape "
+            f"{tuple(shapes[first].tolist())} and element {other} of shape "
+            f"{tuple(shapes[other].tolist())}. Use 'padded' to pad them."
+        )
+
+    def _plan_batches(self, rng):
+        indices, splits = self._windows
+        if self.shuffle:
+            order = rng.permutation(len(splits) - 1)
+            indices, splits = plan_lib.reorder_batches(indices, splits, order)
+        return indices, splits
+
+    def _num_left_out(self, indices):
+        return self._num_unwindowed
+
+    def _batch_function(self, static_batch_size):
+        return _WindowFunction(self, static_batch_size)
+
+
+def window_positions(num_elements, size, shift=1, stride=1, drop_remainder=True):
+    """The element positions of every window, as `tf.data.Dataset.window`.
+
+    Window k starts at `k * shift` (while that is below `num_elements`) and
+    holds `start + j * stride` for `j < size` that are below `num_elements`.
+
+    Returns:
+        `(positions, splits)`, int64: window k holds
+        `positions[splits[k]:splits[k + 1]]`.
+
+    Example:
+
+    The seed's examples:
+
+    >>> def windows(*arguments):
+    ...     positions, splits = window_positions(*arguments)
+    ...     return [w.tolist() for w in np.split(positions, splits[1:-1])]
+    >>> windows(5, 3)
+    [[0, 1, 2], [1, 2, 3], [2, 3, 4]]
+    >>> windows(5, 3, 3, 1, False)
+    [[0, 1, 2], [3, 4]]
+    >>> windows(6, 3, 1, 2)
+    [[0, 2, 4], [1, 3, 5]]
+    """
+    size, shift, stride = _window_arguments(size, shift, stride)
+    starts = np.arange(0, num_elements, shift, dtype=np.int64)
+    positions = starts[:, None] + np.arange(size, dtype=np.int64) * stride
+    inside = positions < num_elements
+    counts = inside.sum(axis=1)
+    kept = counts == size if drop_remainder else counts > 0
+    splits = np.concatenate([[0], np.cumsum(counts[kept])]).astype(np.int64)
+    return positions[kept][inside[kept]], splits
+
+
+class _WindowFunction(_BatchFunction):
+    """Gathers one window per component and applies the component's reducer."""
+
+    def __init__(self, builder, static_batch_size):
+        super().__init__(builder, static_batch_size)
+        self.reducers = builder._reducers
+
+    def __call__(self, row, size, padded_lengths, limit):
+        indices = row[:size]
+        limit = limit if self.may_cut else None
+        tensors = {}
+        for component, tensor in zip(self.components, self.tensors, strict=True):
+            reducer = self.reducers[component.name]
+            window = _window(component, tensor, indices, limit)
+            try:
+                tensors[component.name] = reducer.reduce(window)
+            except (TypeError, ValueError) as error:
+                named = type(error)(
+                    f"The reducer {reducer!r} of component {component.name!r} "
+                    f"failed: {error}"
+                )
+                named.ag_pass_through = True  # AutoGraph keeps the message as is
+                raise named from error
+        return self._structure(tensors, lengths={})
+
+
+def _window(component, tensor, indices, limit):
+    """The `reducers.Window` of `component` for the elements `indices`."""
+    if isinstance(component, SparseComponent):
+        return _sparse_window(component, *tensor, indices, limit)
+    values = tf.gather(tensor, indices)
+    if component.is_sequence and limit is not None:
+        values = values[:, :limit]
+    return reducers_lib.Window(values)
+
+
+def _sparse_window(component, entries, values, shapes, indices, limit):
+    rows = tf.gather(entries, indices)
+    positions, coordinates = rows.value_rowids(), rows.values
+    values = tf.gather(values, indices).values
+    shapes = tf.gather(shapes, indices)
+    if limit is not None:
+        kept = coordinates[:, 0] < limit
+        positions = positions[kept]
+        coordinates = coordinates[kept]
+        values = values[kept]
+        shapes = tf.concat([tf.minimum(shapes[:, :1], limit), shapes[:, 1:]], 1)
+    batch = tf.SparseTensor(
+        tf.concat([positions[:, None], coordinates], axis=1),
+        values,
+        tf.concat([tf.shape(indices, tf.int64), tf.reduce_max(shapes, 0)], 0),
+    )
+    batch.set_shape([None, None, *component.trailing_shape])
+    return reducers_lib.Window(batch, shapes)
+
+
+@dataclasses.dataclass(eq=False)
+class SparseComponent:
+    """A component whose elements are `tf.SparseTensor`s of one rank.
+
+    Its length (along which windows pad and statistics count) is the first
+    dimension; the other dimensions may vary too.
+
+    Attributes:
+        name, role, key: as `kerasbatch.sources.Component`.
+        indices: int64 `(entries, rank)`: every element's entries in turn,
+            each in row-major order.
+        values: `(entries,)` the entries' values.
+        entry_splits: int64 `(num_elements + 1,)` offsets into the entries.
+        shapes: int64 `(num_elements, rank)`, each element's `dense_shape`.
+    """
+
+    name: str
+    role: str
+    key: str | None
+    indices: np.ndarray
+    values: np.ndarray
+    entry_splits: np.ndarray
+    shapes: np.ndarray
+    is_sequence = True
+
+    @property
+    def lengths(self):
+        return self.shapes[:, 0]
+
+    @property
+    def num_elements(self):
+        return len(self.shapes)
+
+    @property
+    def trailing_shape(self):
+        """The dimensions after the first: an int where all elements agree."""
+        return tuple(
+            int(column[0]) if (column == column[0]).all() else None
+            for column in self.shapes[:, 1:].T
+        )
+
+    @property
+    def where(self):
+        return self.role if self.key is None else f"{self.role}[{self.key!r}]"
+
+    def to_tensor(self):
+        """`(entries (n, None, rank), values (n, None), shapes (n, rank))`."""
+        return (
+            tf.RaggedTensor.from_row_splits(self.indices, self.entry_splits),
+            tf.RaggedTensor.from_row_splits(self.values, self.entry_splits),
+            tf.constant(self.shapes),
+        )
+
+
+def _window_data(x, y, sample_weight):
+    """`sources.from_inputs`, plus sparse and string components.
+
+    Sparse and string inputs are validated through stand-ins of the same
+    element counts and lengths (zero-width numeric arrays), then swapped in.
+    """
+    if isinstance(x, sources.SequenceData):
+        return sources.from_inputs(x, y, sample_weight)
+    swapped = {}
+
+    def stand_in(value, role, key):
+        name = sources.component_name(role, key)
+        if _is_sparse_list(value, name):
+            swapped[name] = _sparse_component(value, role, key)
+            lengths = swapped[name].lengths
+            return tf.RaggedTensor.from_row_lengths(
+                tf.zeros((int(lengths.sum()), 0), tf.int8), lengths
+            )
+        strings = _as_strings(value)
+        if strings is None:
+            return value
+        swapped[name] = sources.Component(name, role, key, strings, None)
+        return np.zeros(strings.shape, np.int8)
+
+    inputs = []
+    for role, value in zip(sources.ROLES, (x, y, sample_weight), strict=True):
+        if isinstance(value, dict):
+            value = {key: stand_in(v, role, key) for key, v in value.items()}
+        elif value is not None:
+            value = stand_in(value, role, None)
+        inputs.append(value)
+    data = sources.from_inputs(*inputs, require_sequence=False)
+    data.components = [swapped.get(c.name, c) for c in data.components]
+    return data
+
+
+def _is_sparse_list(value, name):
+    if not isinstance(value, list | tuple) or not value:
+        return False
+    sparse = [isinstance(v, tf.SparseTensor) for v in value]
+    if any(sparse) and not all(sparse):
+        raise TypeError(
+            f"{name} mixes tf.SparseTensor and dense elements (element "
+            f"{sparse.index(False)} is not); a component is one or the other."
+        )
+    return all(sparse)
+
+
+def _as_strings(value):
+    """`value` as a numpy string array, or None when it holds no strings."""
+    if isinstance(value, tf.Tensor) and value.dtype == tf.string:
+        return value.numpy()
+    if isinstance(value, list | tuple) and value and isinstance(value[0], str | bytes):
+        return np.asarray(value)
+    if isinstance(value, np.ndarray) and (
+        value.dtype.kind in "SU"
+        or (
+            value.dtype == object
+            and value.size
+            and isinstance(value.flat[0], str | bytes)
+        )
+    ):
+        return value
+    return None
+
+
+def _sparse_component(elements, role, key):
+    where = role if key is None else f"{role}[{key!r}]"
+    first = elements[0]
+    rank = int(first.dense_shape.shape[0])
+    if rank == 0:
+        raise ValueError(
+            f"{where} element 0 is a scalar; sparse elements need rank >= 1."
+        )
+    for index, element in enumerate(elements):
+        if int(element.dense_shape.shape[0]) != rank:
+            raise ValueError(
+                f"{where} element {index} has rank {element.dense_shape.shape[0]}, "
+                f"but element 0 has rank {rank}; sparse elements need one rank."
+            )
+        if element.dtype != first.dtype:
+            raise TypeError(
+                f"{where} element {index} has dtype {element.dtype.name}, but "
+                f"element 0 has {first.dtype.name}."
+            )
+    counts = [int(e.values.shape[0]) for e in elements]
+    entry_splits = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    indices = np.concatenate([e.indices.numpy() for e in elements]).reshape(-1, rank)
+    values = np.concatenate([e.values.numpy() for e in elements])
+    # Row-major order within each element (element first, so splits hold).
+    owner = np.repeat(np.arange(len(elements)), counts)
+    order = np.lexsort((*indices.T[::-1], owner))
+    shapes = np.stack([e.dense_shape.numpy() for e in elements]).astype(np.int64)
+    return SparseComponent(
+        sources.component_name(role, key),
+        role,
+        key,
+        indices[order].astype(np.int64),
+        values[order],
+        entry_splits,
+        shapes,
+    )
+
+
+def _element_shapes(component, limits):
+    """int64 `(num_elements, rank)`: each element's shape after cutting."""
+    if isinstance(component, SparseComponent):
+        shapes = component.shapes.copy()
+    else:
+        shapes = component.lengths[:, None].copy()
+    shapes[:, 0] = np.minimum(shapes[:, 0], limits)
+    return shapes
+
+
+def _column_input(values, spec):
+    """One flattened component of a dataset's elements, as a `build` input."""
+    if isinstance(spec, tf.SparseTensorSpec):
+        return values
+    if not isinstance(spec, tf.TensorSpec):
+        raise TypeError(
+            f"Unsupported element type {type(spec).__name__}; elements must be "
+            "tensors or tf.SparseTensors."
+        )
+    arrays = [np.asarray(value.numpy()) for value in values]
+    shape = spec.shape
+    varies = shape.rank is None or (shape.rank >= 1 and shape[0] is None)
+    if varies and arrays and all(a.ndim >= 1 for a in arrays):
+        return arrays
+    return np.stack(arrays) if arrays else np.zeros((0,))
+
+
+def _window_arguments(*values):
+    """Validated `(size, shift, stride)`: positive ints."""
+    names = ("size", "shift", "stride")
+    checked = tuple(
+        _optional_positive_int(value, name)
+        for value, name in zip(values, names, strict=True)
+    )
+    if None in checked:
+        raise ValueError(
+            f"{names[checked.index(None)]} must be a positive int, got None."
+        )
+    return checked
+
+
+def _parse_reducers(reducers):
+    if reducers is None:
+        return None
+    if not isinstance(reducers, dict):
+        raise TypeError(
+            "reducers must be a dict mapping component names to reducers, got "
+            f"{type(reducers).__name__}."
+        )
+    parsed = {}
+    for name, spec in reducers.items():
+        try:
+            parsed[name] = reducers_lib.get(spec)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"reducers[{name!r}]: {error}") from None
+    return parsed
