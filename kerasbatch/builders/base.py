@@ -113,6 +113,17 @@ class SharedSettings(Configurable):
         buffer = tf.data.AUTOTUNE if self.prefetch == "auto" else self.prefetch
         return dataset.prefetch(buffer)
 
+    def _resolve_paddings(self, data, names, default_length):
+        """`{name: Padding}` for the components `names` of `data`.
+
+        Planning from lengths alone (`adapt`) knows only the `"x"`
+        component, so a per-component padding dict is cut to the names known.
+        """
+        parsed = self._parsed_padding
+        if data.lengths_only and isinstance(parsed, dict):
+            parsed = {name: p for name, p in parsed.items() if name in names}
+        return padding_lib.resolve_padding(parsed, names, default_length)
+
     # --------------------------------------------------------------- overflow
     def _apply_overflow(self, lengths):
         """Returns `(candidate indices, cut limit, number dropped)`."""
@@ -385,12 +396,7 @@ class Builder(PlannedBuilder):
         if names:
             lengths = np.max([component_lengths[name] for name in names], axis=0)
         candidates, overflow_limit, policy_dropped = self._apply_overflow(lengths)
-        parsed = self._parsed_padding
-        if lengths_only and isinstance(parsed, dict):
-            parsed = {name: p for name, p in parsed.items() if name in names}
-        paddings = padding_lib.resolve_padding(
-            parsed, names, self._default_padding_length()
-        )
+        paddings = self._resolve_paddings(data, names, self._default_padding_length())
         if not self.has_buckets and any(
             p.length == "bucket" for p in paddings.values()
         ):

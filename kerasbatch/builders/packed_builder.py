@@ -5,7 +5,6 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbatch import packing, sources
-from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders.base import PlannedBuilder, _bool, _optional_positive_int
 
@@ -174,10 +173,7 @@ class PackedBuilder(PlannedBuilder):
                     "rename it."
                 )
         names = [c.name for c in data.components]
-        parsed = self._parsed_padding
-        if data.lengths_only and isinstance(parsed, dict):
-            parsed = {name: p for name, p in parsed.items() if name in names}
-        paddings = padding_lib.resolve_padding(parsed, names, "batch")
+        paddings = self._resolve_paddings(data, names, "batch")
         for name, padding in paddings.items():
             if padding.length not in ("batch", self.sequence_length):
                 raise ValueError(
