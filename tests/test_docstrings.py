@@ -37,6 +37,7 @@ WITH_EXAMPLES = {
     "kerasbatch.io.parsing",
     "kerasbatch.io.records",
     "kerasbatch.io.writer",
+    "kerasbatch.outputs",
     "kerasbatch.tuner.batch_sizes",
     "kerasbatch.tuner.bucket_tuner",
     "kerasbatch.tuner.hypermodel",

@@ -829,7 +829,74 @@ CONFIGURED = [
         overflow="drop",
     ),
     kerasbatch.StreamBucketBuilder(seed=None),
+    kerasbatch.StreamBucketBuilder(output_lengths=True, output_mask=True),
 ]
+
+
+def frame_stream(lengths, weighted=False):
+    """`(x, y[, w])`: x and per-frame targets y of `lengths[i]` frames."""
+    table = tf.constant(np.asarray(lengths), tf.int64)
+
+    def element(i):
+        x = tf.fill([table[i], 2], tf.cast(i + 1, tf.float32))
+        y = tf.fill([table[i]], tf.cast(i, tf.float32))
+        if weighted:
+            return x, y, tf.cast(i + 1, tf.float32)
+        return x, y
+
+    return tf.data.Dataset.range(len(lengths)).map(element)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_output_lengths_and_mask_match_the_in_memory_builders(weighted):
+    lengths = np.array([3, 9, 4, 12, 5, 7, 2, 11])
+    builder = kerasbatch.StreamBucketBuilder(
+        boundaries=[6],
+        batch_size=3,
+        max_length=10,
+        overflow="truncate",
+        output_lengths=True,
+        output_mask=True,
+        shuffle=False,
+    )
+    seen = 0
+    for batch in builder.build(frame_stream(lengths, weighted)):
+        x, y, weights = batch
+        assert sorted(x) == ["x", "x_length"]
+        ids = y[:, 0].numpy().astype(int)  # y holds the element index
+        kept = np.minimum(lengths[ids], 10)
+        np.testing.assert_array_equal(x["x_length"].numpy(), kept)
+        assert x["x_length"].dtype == tf.int32
+        expected = (np.arange(y.shape[1]) < kept[:, None]).astype("float32")
+        if weighted:
+            expected *= (ids + 1)[:, None]
+        np.testing.assert_array_equal(weights.numpy(), expected)
+        seen += len(ids)
+    assert seen == len(lengths)
+
+
+def test_output_mask_trains_a_masked_loss_and_needs_per_frame_targets():
+    lengths = np.array([3, 9, 4, 12, 5, 7])
+    builder = kerasbatch.StreamBucketBuilder(
+        boundaries=[6], batch_size=2, output_mask=True, seed=1
+    )
+    inputs = keras.Input((None, 2))
+    model = keras.Model(inputs, keras.layers.Dense(1)(inputs)[..., 0])
+    model.compile("sgd", kerasbatch.losses.MaskedMeanSquaredError())
+    history = model.fit(
+        builder.build(frame_stream(lengths), lengths=lengths),
+        epochs=1,
+        verbose=0,
+        shuffle=False,
+    )
+    assert np.isfinite(history.history["loss"][0])
+    labels_only = tf.data.Dataset.range(3).map(
+        lambda i: (tf.ones([i + 1]), tf.cast(i, tf.float32))
+    )
+    with pytest.raises(ValueError, match="output_mask=True needs per-frame targets"):
+        kerasbatch.StreamBucketBuilder(boundaries=[2], output_mask=True).build(
+            labels_only
+        )
 
 
 @pytest.mark.parametrize("builder", CONFIGURED)

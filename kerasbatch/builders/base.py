@@ -7,9 +7,9 @@ import threading
 import numpy as np
 import tensorflow as tf
 
+from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
-from kerasbatch import sources
 from kerasbatch.config import Configurable
 
 OVERFLOW_POLICIES = ("error", "truncate", "drop")
@@ -662,58 +662,21 @@ class _BatchFunction:
         return tf.gather(tensor, indices)
 
     def _structure(self, tensors, lengths):
-        x = self._role("x", tensors)
-        if self.output_lengths:
-            if not isinstance(x, dict):
-                x = {"x": x}
-            for component in self.components:
-                if component.role == "x" and component.is_sequence:
-                    name = component.name
-                    x[f"{name}_length"] = tf.cast(lengths[name], tf.int32)
-        if self.structure["y"] is None:
-            return x
-        y = self._role("y", tensors)
-        if self.output_mask:
-            return x, y, self._mask_weights(tensors, lengths)
-        if self.structure["sample_weight"] is None:
-            return x, y
-        return x, y, self._role("sample_weight", tensors)
+        roles = [
+            None if self.structure[role] is None else self._role(role, tensors)
+            for role in sources.ROLES
+        ]
+        return outputs.finish_batch(
+            *roles,
+            lengths,
+            output_lengths=self.output_lengths,
+            output_mask=self.output_mask,
+        )
 
     def _role(self, role, tensors):
         if self.structure[role] == "single":
             return tensors[role]
         return {c.key: tensors[c.name] for c in self.components if c.role == role}
-
-    def _mask_weights(self, tensors, lengths):
-        """Padding masks of the per-frame targets, times any given weights."""
-        weights = {}
-        for target in self.components:
-            if target.role != "y":
-                continue
-            given = self._given_weight(target, tensors)
-            if target.is_sequence:
-                frames = tf.shape(tensors[target.name])[1]
-                mask = tf.sequence_mask(lengths[target.name], frames, tf.float32)
-                if given is not None:
-                    given = tf.cast(given, tf.float32)
-                    mask *= given if given.shape.rank == 2 else given[:, None]
-                weights[target.name] = mask
-            else:
-                batch = tf.shape(tensors[target.name])[0]
-                weights[target.name] = (
-                    tf.ones([batch]) if given is None else tf.cast(given, tf.float32)
-                )
-        if self.structure["y"] == "single":
-            return weights["y"]
-        return weights
-
-    def _given_weight(self, target, tensors):
-        parts = self.structure["sample_weight"]
-        if parts is None:
-            return None
-        if parts == "single":
-            return tensors["sample_weight"]
-        return tensors.get(sources.component_name("sample_weight", target.key))
 
 
 def _is_int(value):

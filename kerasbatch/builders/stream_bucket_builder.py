@@ -5,10 +5,10 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbatch import boundaries as boundaries_lib
+from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
-from kerasbatch import sources
-from kerasbatch.builders.base import SharedSettings, _optional_positive_int
+from kerasbatch.builders.base import SharedSettings, _bool, _optional_positive_int
 from kerasbatch.builders.bucket_builder import AUTO, BucketSettings
 
 #: Dataset functions run as written: no AutoGraph conversion (nor its cost).
@@ -108,6 +108,10 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             `tf.errors.InvalidArgumentError` in the pipeline naming the
             element's position and length, or a `ValueError` at `build`
             when `lengths` show it), `"truncate"` or `"drop"` (counted).
+        output_lengths: add each sequence component's (cut) lengths to x as
+            `"<name>_length"` int32 entries, as in `kerasbatch.builders.Builder`.
+        output_mask: emit the padding mask of the per-frame targets as
+            `sample_weight`, times any weights given, for masked losses.
         prefetch: batches to prefetch: `"auto"`, an int, or 0 / None.
 
     After `build`, `resolved_boundaries`, `resolved_batch_sizes`,
@@ -152,6 +156,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         padding=None,
         max_length=None,
         overflow="error",
+        output_lengths=False,
+        output_mask=False,
         prefetch="auto",
     ):
         batch_size = self._init_buckets(
@@ -177,6 +183,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             overflow=overflow,
             prefetch=prefetch,
         )
+        self.output_lengths = _bool(output_lengths, "output_lengths")
+        self.output_mask = _bool(output_mask, "output_mask")
         self._elements = None
 
     def get_config(self):
@@ -190,6 +198,12 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             "buffer_size": self.buffer_size,
         }
         config.update(self._shared_config())
+        prefetch = config.pop("prefetch")
+        config.update(
+            output_lengths=self.output_lengths,
+            output_mask=self.output_mask,
+            prefetch=prefetch,
+        )
         return config
 
     # ------------------------------------------------------------------ build
@@ -221,6 +235,12 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 "sequences."
             )
         elements = _Elements(dataset.element_spec)
+        if self.output_mask and "y" not in elements.sequence_roles:
+            raise ValueError(
+                "output_mask=True needs per-frame targets, but the dataset's "
+                "elements have no y with a variable first dimension: "
+                f"{dataset.element_spec}."
+            )
         paddings = padding_lib.resolve_padding(
             self._parsed_padding,
             elements.sequence_names,
@@ -587,9 +607,26 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                     [self.resolved_batch_sizes[0]] + [None] * (t.shape.rank - 1)
                 )
         element = tf.nest.pack_sequence_as(self._elements.structure, flat)
+        if self.output_lengths or self.output_mask:
+            element = self._with_outputs(element, batch["lengths"])
         if self.drop_remainder:
             return element, full
         return element
+
+    def _with_outputs(self, element, lengths):
+        """`output_lengths` and `output_mask` (`kerasbatch.outputs`)."""
+        roles = list(element) if isinstance(element, tuple) else [element]
+        roles += [None] * (len(sources.ROLES) - len(roles))
+        by_name = {
+            name: lengths[:, column]
+            for column, name in enumerate(self._elements.sequence_names)
+        }
+        return outputs.finish_batch(
+            *roles,
+            by_name,
+            output_lengths=self.output_lengths,
+            output_mask=self.output_mask,
+        )
 
     # ------------------------------------------------------------- statistics
     def _require_built(self):
@@ -696,7 +733,7 @@ class _Elements:
             roles = list(zip(sources.ROLES, element_spec, strict=False))
         else:
             roles = [("x", element_spec)]
-        self.names, self.specs, structure = [], [], []
+        self.names, self.specs, self.roles, structure = [], [], [], []
         seen = {}
         for role, part in roles:
             if isinstance(part, dict):
@@ -714,6 +751,7 @@ class _Elements:
             i for i, spec in enumerate(self.specs) if _is_sequence(spec)
         ]
         self.sequence_names = [self.names[i] for i in self.sequence_positions]
+        self.sequence_roles = {self.roles[i] for i in self.sequence_positions}
         if not self.sequence_positions:
             raise ValueError(
                 "The dataset's elements have no sequence component (a tensor "
@@ -754,6 +792,7 @@ class _Elements:
         seen[name] = where
         self.names.append(name)
         self.specs.append(spec)
+        self.roles.append(role)
 
 
 def _check(condition, message):
