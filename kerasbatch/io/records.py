@@ -163,5 +163,8 @@ def _count_damage(damaged_files, message):
     counted = damaged_files.assign_add(1)
     with tf.control_dependencies([counted]):
         return tf.print(
-            "kerasbatch: skipped the rest of", *message, output_stream=sys.stderr
+            "kerasbatch:",
+            *message,
+            "- skipped the rest of the file",
+            output_stream=sys.stderr,
         )
