@@ -287,12 +287,46 @@ def test_device_mode_without_a_gpu_asks_for_a_memory_limit(monkeypatch):
 
 
 # -------------------------------------------------------------- process memory
+class _StandInAllocator:
+    """Allocator statistics for a process whose allocator keeps none.
+
+    Whether TensorFlow's CPU allocator counts its peak depends on the machine
+    (oneDNN's allocator does; others do not), so the `[allocator]` cases
+    would otherwise take the resident-peak path there. The stand-in reports
+    the growth of resident memory since the last reset, as the allocator's
+    peak would, so `ProcessMemoryLimit` takes its allocator path everywhere.
+    """
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self._start = batch_sizes_lib._process_memory("VmRSS")
+        return True
+
+    def peak(self):
+        return max(0, batch_sizes_lib._process_memory("VmRSS") - self._start)
+
+
 @pytest.fixture(params=[True, False], ids=["allocator", "resident"])
 def measurement(request, monkeypatch):
-    """Allocator statistics (oneDNN), or the resident-memory fallback."""
+    """Allocator statistics (real where the allocator keeps them, else a
+    stand-in), or the resident-memory fallback."""
     if not request.param:
         monkeypatch.setattr(batch_sizes_lib, "_reset_allocator_peak", lambda: False)
+    elif not batch_sizes_lib._reset_allocator_peak():
+        allocator = _StandInAllocator()
+        monkeypatch.setattr(batch_sizes_lib, "_reset_allocator_peak", allocator.reset)
+        monkeypatch.setattr(batch_sizes_lib, "_allocator_peak", allocator.peak)
     return request.param
+
+
+def test_the_allocator_case_measures_with_allocator_statistics(measurement):
+    # Whatever the machine's allocator, the [allocator] cases must take the
+    # allocator path and the [resident] cases the resident-peak path.
+    limit = ProcessMemoryLimit(2**40)
+    limit.start()
+    assert limit._pooled is measurement
 
 
 def test_process_memory_limit_with_room_fits_every_probe(measurement):
