@@ -1,6 +1,6 @@
 """Dataset builders: variable-length sequences to padded `tf.data` batches."""
 
-from kerasbatch.builders.base import Builder, PlannedBuilder
+from kerasbatch.builders.base import Builder, PlannedBuilder, builder_of
 from kerasbatch.builders.bucket_builder import BucketBuilder
 from kerasbatch.builders.chunk_builder import ChunkBuilder
 from kerasbatch.builders.packed_builder import PackedBuilder
@@ -19,4 +19,5 @@ __all__ = [
     "SortedBuilder",
     "StreamBucketBuilder",
     "WindowBuilder",
+    "builder_of",
 ]

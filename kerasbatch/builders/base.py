@@ -1,8 +1,11 @@
 """The base of every builder: inputs → plan → `tf.data` pipeline for `model.fit`."""
 
 import collections
+import copy
+import gc
 import numbers
 import threading
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -14,6 +17,45 @@ from kerasbatch.config import Configurable
 
 OVERFLOW_POLICIES = ("error", "truncate", "drop")
 _PLAN_CACHE_SIZE = 4
+#: Every dataset a builder returned that is still in use, mapped to the
+#: frozen copy of the builder that serves it (see `SharedSettings._serve`).
+_SERVING = weakref.WeakKeyDictionary()
+
+
+def builder_of(dataset):
+    """The builder that serves `dataset`, as it was when `build` returned it.
+
+    Every dataset a builder returns is bound to the data and plan of its own
+    `build` call: it is served by a copy of the builder frozen at that call,
+    which building again (other data, `adapt`) never changes. This returns
+    that copy, whose `statistics()`, `plan()` and `running_positions()`
+    describe exactly the batches the dataset yields.
+
+    Args:
+        dataset: a dataset returned by a builder's `build` (not one derived
+            from it by `map`, `repeat`, ...).
+
+    Raises:
+        ValueError: `dataset` was not returned by a builder.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kerasbatch
+    >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+    >>> train = builder.build([np.ones(n) for n in (1, 2, 3, 4)])
+    >>> val = builder.build([np.ones(n) for n in (5, 5)])
+    >>> kerasbatch.builders.builder_of(train).statistics().num_elements
+    4
+    """
+    try:
+        return _SERVING[dataset]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"{dataset!r} was not returned by a kerasbatch builder's build(). "
+            "Pass the dataset build() returned itself, not one derived from it "
+            "(map, repeat, take, ...)."
+        ) from None
 
 
 class SharedSettings(Configurable):
@@ -65,9 +107,9 @@ class SharedSettings(Configurable):
                 f"prefetch must be 'auto', None or an int >= 0, got {prefetch!r}."
             )
         self.prefetch = prefetch
-        with tf.device("/CPU:0"):
-            self._epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-        self._last_started_epoch = None
+        self._reset_run_state(epoch=0)
+        self._datasets = weakref.WeakKeyDictionary()  # built dataset -> copy
+        self._latest = None  # the copy serving the latest built dataset
 
     # ----------------------------------------------------------------- config
     def _shared_config(self):
@@ -81,27 +123,138 @@ class SharedSettings(Configurable):
             "prefetch": self.prefetch,
         }
 
+    # --------------------------------------------------------------- datasets
+    def _reset_run_state(self, epoch):
+        """Fresh state for iterating a built dataset: an epoch counter (a CPU
+        `tf.Variable` that each new iteration reads and advances) and the
+        caches of subclasses (which extend this)."""
+        with tf.device("/CPU:0"):
+            self._epoch = tf.Variable(
+                epoch, dtype=tf.int64, trainable=False, name="epoch"
+            )
+        self._last_started_epoch = None
+
+    def _serve(self, make_dataset):
+        """Returns `make_dataset(copy)`, bound to a copy of this builder.
+
+        The copy is frozen at this build: it holds this build's data and
+        resolved settings, and an epoch counter and caches of its own.
+        Building again rebinds this builder's state and never touches a
+        copy, so every dataset yields its own build's data, cardinality and
+        statistics for its whole life (see `builder_of`).
+        """
+        served = copy.copy(self)
+        served._datasets = None  # a copy serves one dataset; it builds none
+        served._latest = None
+        served._reset_run_state(epoch=int(self._epoch.numpy()))
+        dataset = make_dataset(served)
+        self._datasets[dataset] = _SERVING[dataset] = served
+        self._latest = served
+        return dataset
+
+    def _serving(self, dataset=None):
+        """The copy serving `dataset` (default: the latest build), or self
+        when nothing was built since the last `adapt`."""
+        if dataset is None:
+            return self._latest or self
+        if self._datasets is not None and dataset in self._datasets:
+            return self._datasets[dataset]
+        builder_of(dataset)  # names a dataset that no builder returned
+        raise ValueError(
+            f"This dataset was built by another builder than {self!r}; ask "
+            "that builder, or kerasbatch.builders.builder_of(dataset)."
+        )
+
+    def built_datasets(self):
+        """The datasets this builder returned that are still in use.
+
+        Example:
+
+        >>> import numpy as np
+        >>> import kerasbatch
+        >>> builder = kerasbatch.PaddedBuilder(batch_size=2)
+        >>> train = builder.build([np.ones(n) for n in (1, 2, 3)])
+        >>> val = builder.build([np.ones(n) for n in (4, 5)])
+        >>> len(builder.built_datasets())
+        2
+        """
+        if self._datasets is None:
+            return []
+        if len(self._datasets) > 1:
+            gc.collect()  # datasets kept only by reference cycles are not in use
+        return list(self._datasets)
+
     # ------------------------------------------------------------------ epoch
     @property
     def epoch(self):
-        """The epoch the next iteration of a built dataset will use."""
-        return int(self._epoch.numpy())
+        """The epoch the next iteration of the latest built dataset will use."""
+        return int(self._serving()._epoch.numpy())
 
     def set_epoch(self, epoch):
-        """Makes the next iteration of the built dataset yield epoch `epoch`.
+        """Makes the next iteration of every built dataset yield epoch `epoch`.
 
         Every new iteration (each `model.fit` epoch) otherwise advances the
-        epoch by one; `kerasbatch.callbacks.EpochReshuffle` calls this in
-        `on_epoch_begin` so that resumed training sees the same batches.
+        epoch of that dataset by one; `kerasbatch.callbacks.EpochReshuffle`
+        calls this in `on_epoch_begin` so that resumed training sees the same
+        batches. Datasets built later start at `epoch` too.
         """
         if not _is_int(epoch) or epoch < 0:
             raise ValueError(f"epoch must be a non-negative int, got {epoch!r}.")
         self._epoch.assign(int(epoch))
+        for served in list((self._datasets or {}).values()):
+            served._epoch.assign(int(epoch))
 
     @property
     def last_started_epoch(self):
-        """The epoch of the most recently started iteration, or None."""
+        """The epoch of the latest built dataset's most recent iteration, or
+        None."""
+        return self._serving()._started_epoch()
+
+    def _started_epoch(self):
         return self._last_started_epoch
+
+    # ------------------------------------------------------------- statistics
+    def statistics(self, epoch=None, dataset=None):
+        """`PlanStatistics` of one epoch of a built dataset.
+
+        Args:
+            epoch: the epoch (default: the one last started, else the next).
+            dataset: the dataset this builder returned that the figures are
+                for (default: the latest built, or the data of `adapt`).
+        """
+        return self._serving(dataset)._statistics(epoch)
+
+    def running_positions(self, num_batches, dataset=None):
+        """Real and padded positions of the running epoch's first batches.
+
+        The callbacks' view of a builder (`kerasbatch.callbacks`): every
+        builder kind answers it, from its plan (in-memory builders) or from
+        in-pipeline counters (`kerasbatch.StreamBucketBuilder`).
+
+        Args:
+            num_batches: how many of the epoch's batches (in order) to count.
+            dataset: the built dataset (default: the latest built).
+
+        Returns:
+            `(real, padded)` int positions over all sequence components of
+            the first `num_batches` batches of the epoch last started.
+
+        Example:
+
+        >>> import numpy as np
+        >>> import kerasbatch
+        >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+        >>> _ = builder.build([np.ones(n) for n in (1, 2, 3, 5)])
+        >>> builder.running_positions(1), builder.running_positions(2)
+        ((3, 4), (11, 14))
+        """
+        return self._serving(dataset)._running_positions(num_batches)
+
+    def _statistics(self, epoch):
+        raise NotImplementedError
+
+    def _running_positions(self, num_batches):
+        raise NotImplementedError
 
     def _start_epoch(self):
         """In a pipeline: reads and advances the epoch counter (a tensor)."""
@@ -157,8 +310,12 @@ class PlannedBuilder(SharedSettings):
     def __init__(self, **shared):
         super().__init__(**shared)
         self._data = None
+
+    def _reset_run_state(self, epoch):
+        super()._reset_run_state(epoch)
         self._plans = collections.OrderedDict()
         self._plans_lock = threading.Lock()
+        self._running = None
 
     @property
     def lengths(self):
@@ -183,7 +340,7 @@ class PlannedBuilder(SharedSettings):
         """
         self._attach(sources.from_inputs(x, y, sample_weight))
         try:
-            return self._make_dataset()
+            return self._serve(lambda served: served._make_dataset())
         except Exception:
             self._data = None  # no half-built state for statistics() to read
             raise
@@ -213,6 +370,7 @@ class PlannedBuilder(SharedSettings):
         if not isinstance(lengths, sources.SequenceData):
             lengths = sources.from_lengths(lengths)
         self._attach(lengths)
+        self._latest = None  # plan() and statistics() describe these lengths
 
     def _require_built(self):
         if self._data is None:
@@ -220,8 +378,17 @@ class PlannedBuilder(SharedSettings):
                 f"{type(self).__name__} has no data yet: call build(x, ...) first."
             )
 
-    def plan(self, epoch=None):
-        """The plan of `epoch` (default: the epoch last started, or next)."""
+    def plan(self, epoch=None, dataset=None):
+        """The plan of `epoch` (default: the epoch last started, or next).
+
+        Args:
+            epoch: the epoch.
+            dataset: the dataset this builder returned that the plan is for
+                (default: the latest built, or the data of `adapt`).
+        """
+        served = self._serving(dataset)
+        if served is not self:
+            return served.plan(epoch)
         self._require_built()
         if epoch is None:
             epoch = self._last_started_epoch
@@ -238,8 +405,7 @@ class PlannedBuilder(SharedSettings):
                 self._plans.popitem(last=False)
         return plan
 
-    def statistics(self, epoch=None):
-        """`PlanStatistics` of `epoch` (default as `plan`)."""
+    def _statistics(self, epoch):
         return self.plan(epoch).statistics()
 
     # -------------------------------------------------------- subclass hooks
@@ -373,7 +539,6 @@ class Builder(PlannedBuilder):
         )
         self.output_lengths = _bool(output_lengths, "output_lengths")
         self.output_mask = _bool(output_mask, "output_mask")
-        self._running = None
 
     # ----------------------------------------------------------------- config
     def get_config(self):
@@ -505,29 +670,7 @@ class Builder(PlannedBuilder):
             dropped=self._policy_dropped + self._num_left_out(indices),
         )
 
-    def running_positions(self, num_batches):
-        """Real and padded positions of the running epoch's first batches.
-
-        The callbacks' view of a builder (`kerasbatch.callbacks`): every
-        builder kind answers it, from its plan here, from in-pipeline counters
-        in `kerasbatch.StreamBucketBuilder`.
-
-        Args:
-            num_batches: how many of the epoch's batches (in order) to count.
-
-        Returns:
-            `(real, padded)` int positions over all sequence components of
-            the first `num_batches` batches of the epoch last started.
-
-        Example:
-
-        >>> import numpy as np
-        >>> import kerasbatch
-        >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
-        >>> _ = builder.build([np.ones(n) for n in (1, 2, 3, 5)])
-        >>> builder.running_positions(1), builder.running_positions(2)
-        ((3, 4), (11, 14))
-        """
+    def _running_positions(self, num_batches):
         plan = self.plan()
         running = self._running
         if running is None or running[0] is not plan:

@@ -258,24 +258,7 @@ class PackedBuilder(PlannedBuilder):
             truncated_positions=int(cut.sum()) * num_components,
         )
 
-    def running_positions(self, num_batches):
-        """Real and padded positions of the running epoch's first batches.
-
-        Args:
-            num_batches: how many of the epoch's batches (in order) to count.
-
-        Returns:
-            `(real, padded)` int positions over all sequence components.
-
-        Example:
-
-        >>> import numpy as np
-        >>> import kerasbatch
-        >>> builder = kerasbatch.PackedBuilder(4, batch_size=1, shuffle=False)
-        >>> _ = builder.build([np.ones(n) for n in (3, 1, 2)])
-        >>> builder.running_positions(1), builder.running_positions(2)
-        ((4, 4), (6, 8))
-        """
+    def _running_positions(self, num_batches):
         plan = self.plan()
         count = min(int(num_batches), plan.num_batches)
         num_components = len(plan.component_names)

@@ -251,14 +251,18 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         self._elements = elements
         self._paddings = paddings
         self._constants = None
-        self._reset_counters(len(elements.sequence_names))
+        if cardinality == tf.data.INFINITE_CARDINALITY:
+            num_batches = tf.data.INFINITE_CARDINALITY
+        return self._serve(lambda served: served._batches(dataset, num_batches))
+
+    def _batches(self, dataset, num_batches):
+        """The pipeline of a built dataset (`num_batches` per epoch, or None)."""
+        self._reset_counters(len(self._elements.sequence_names))
         epochs = tf.data.Dataset.range(1).map(_plain(self._begin_epoch))
         batches = epochs.flat_map(
             _plain(lambda epoch: self._epoch_batches(dataset, epoch))
         )
         batches = self._prefetched(batches)
-        if cardinality == tf.data.INFINITE_CARDINALITY:
-            num_batches = tf.data.INFINITE_CARDINALITY
         if num_batches is not None:
             batches = batches.apply(
                 tf.data.experimental.assert_cardinality(num_batches)
@@ -359,6 +363,10 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         return self._budget_size(bucket, padded, count, self._longest[bucket])
 
     # --------------------------------------------------------------- pipeline
+    def _reset_run_state(self, epoch):
+        super()._reset_run_state(epoch)
+        self._counters = None  # made with the pipeline, by `_reset_counters`
+
     def _reset_counters(self, num_components):
         size = _NUM_SCALARS + 2 * num_components
         with tf.device("/CPU:0"):
@@ -645,23 +653,19 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             )
         return counters
 
-    @property
-    def last_started_epoch(self):
-        """The epoch of the most recently started iteration, or None."""
-        if self._elements is None:
+    def _started_epoch(self):
+        if self._counters is None:
             return None
         epoch = int(self._counters[_EPOCH].numpy())
         return None if epoch < 0 else epoch
 
-    def statistics(self, epoch=None):
+    def _statistics(self, epoch):
         """`PlanStatistics` of the batches of the epoch last started.
 
         Counted as the batches are produced: exact for a completed epoch;
         while an epoch runs, they include the batches prefetched ahead of
-        `model.fit`. Only the epoch last started is kept.
-
-        Args:
-            epoch: None, or the epoch last started (checked).
+        `model.fit`. Only the epoch last started is kept, so `epoch` must be
+        None or that epoch.
         """
         counters = self._read_counters()
         current = int(counters[_EPOCH])
@@ -688,20 +692,10 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             truncated_positions=int(counters[_TRUNCATED_POSITIONS]),
         )
 
-    def running_positions(self, num_batches):
-        """Real and padded positions of the running epoch's first batches.
-
-        The callbacks' view of a builder (as `Builder.running_positions`),
-        from running totals the pipeline records per batch: exact while the
-        pipeline is fewer than 4096 batches ahead of `num_batches`, else
-        estimated from the epoch's average batch.
-
-        Args:
-            num_batches: how many of the epoch's batches (in order) to count.
-
-        Returns:
-            `(real, padded)` int positions over all sequence components.
-        """
+    def _running_positions(self, num_batches):
+        """From running totals the pipeline records per batch: exact while
+        the pipeline is fewer than 4096 batches ahead of `num_batches`, else
+        estimated from the epoch's average batch."""
         counters = self._read_counters()
         produced = int(counters[_BATCHES])
         num = len(self._elements.sequence_names)

@@ -2,6 +2,8 @@
 
 import keras
 
+from kerasbatch.callbacks.fit_datasets import fit_sources
+
 
 class PaddingEfficiency(keras.callbacks.Callback):
     """Writes the padding efficiency of the epoch's batches into `logs`.
@@ -15,6 +17,13 @@ class PaddingEfficiency(keras.callbacks.Callback):
     the progress bar, `History` and `keras.callbacks.TensorBoard` (list this
     callback before TensorBoard).
 
+    One builder often builds both the training and the validation data. The
+    callback reports on the dataset `model.fit` trains on: the one given as
+    `dataset`, else the only dataset the builder built that is still in use
+    (besides `validation_data`); if there are several, training starts with
+    an error that asks which. With `validation_data`, it also writes
+    `"val_<name>"`: the exact padding efficiency of the validation pass.
+
     Args:
         builder: the `kerasbatch` builder whose dataset `model.fit` iterates.
         per_batch: also write the running efficiency (over the epoch's
@@ -23,29 +32,47 @@ class PaddingEfficiency(keras.callbacks.Callback):
         per_component: also write `"<name>_padding_efficiency"` for every
             sequence component (x, y, sample weights or dict keys).
         name: the log key. Defaults to `"padding_efficiency"`.
+        dataset: the dataset `model.fit` trains on, as `builder.build`
+            returned it. Needed only when the builder built several datasets
+            still in use.
+        validation_data: the validation dataset given to `model.fit`, as a
+            builder's `build` returned it (this builder or another), for
+            `"val_<name>"` (and `"val_<component>_<name>"` with
+            `per_component`).
 
     Example:
 
     >>> import numpy as np
     >>> import keras
+
+from kerasbatch.callbacks.fit_datasets import fit_sources
     >>> import kerasbatch
     >>> x = [np.ones(n, "int32") for n in (1, 2, 3, 4)]
     >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
-    >>> dataset = builder.build(x, y=np.zeros(4))
+    >>> train = builder.build(x, y=np.zeros(4))
+    >>> val = builder.build(x[:3], y=np.zeros(3))
     >>> model = keras.Sequential([
     ...     keras.layers.Embedding(10, 2),
     ...     keras.layers.GlobalAveragePooling1D(),
     ...     keras.layers.Dense(1),
     ... ])
     >>> model.compile("sgd", "mse")
-    >>> history = model.fit(dataset, epochs=1, verbose=0, shuffle=False,
-    ...     callbacks=[kerasbatch.callbacks.PaddingEfficiency(builder)])
-    >>> history.history["padding_efficiency"]
-    [0.8333333333333334]
+    >>> callback = kerasbatch.callbacks.PaddingEfficiency(
+    ...     builder, validation_data=val)
+    >>> history = model.fit(train, validation_data=val, epochs=1, verbose=0,
+    ...     shuffle=False, callbacks=[callback])
+    >>> history.history["padding_efficiency"], history.history["val_padding_efficiency"]
+    ([0.8333333333333334], [0.8571428571428571])
     """
 
     def __init__(
-        self, builder, per_batch=False, per_component=False, name="padding_efficiency"
+        self,
+        builder,
+        per_batch=False,
+        per_component=False,
+        name="padding_efficiency",
+        dataset=None,
+        validation_data=None,
     ):
         super().__init__()
         # Only numpy plans and CPU counters: safe for asynchronous dispatch.
@@ -54,21 +81,55 @@ class PaddingEfficiency(keras.callbacks.Callback):
         self.per_batch = per_batch
         self.per_component = per_component
         self.name = name
+        self.dataset = dataset
+        self.validation_data = validation_data
+        self._training = self._validation = None
+        self._validated = False
+
+    def on_train_begin(self, logs=None):
+        self._training, self._validation = fit_sources(
+            self.builder, self.dataset, self.validation_data, type(self).__name__
+        )
+
+    def on_train_end(self, logs=None):
+        self._training = self._validation = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._validated = False
+
+    def on_test_end(self, logs=None):
+        self._validated = True
 
     def on_train_batch_end(self, batch, logs=None):
         if not self.per_batch or logs is None:
             return
-        real, padded = self.builder.running_positions(batch + 1)
+        real, padded = self._training_source().running_positions(batch + 1)
         logs[self.name] = real / max(padded, 1)
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is None:
             return
-        statistics = self.builder.statistics()
-        logs[self.name] = statistics.padding_efficiency
+        self._write(logs, "", self._training_source().statistics())
+        if self._validation is not None and self._validated:
+            self._write(logs, "val_", self._validation.statistics())
+
+    def _training_source(self):
+        if self._training is None:  # used outside model.fit
+            self.on_train_begin()
+        return self._training
+
+    def _write(self, logs, prefix, statistics):
+        logs[f"{prefix}{self.name}"] = statistics.padding_efficiency
         if self.per_component:
             for component, value in statistics.component_efficiency.items():
-                logs[f"{component}_{self.name}"] = value
+                logs[f"{prefix}{component}_{self.name}"] = value
 
     def __deepcopy__(self, memo):
-        return type(self)(self.builder, self.per_batch, self.per_component, self.name)
+        return type(self)(
+            self.builder,
+            self.per_batch,
+            self.per_component,
+            self.name,
+            self.dataset,
+            self.validation_data,
+        )

@@ -4,6 +4,8 @@ import time
 
 import keras
 
+from kerasbatch.callbacks.fit_datasets import fit_sources
+
 
 class Throughput(keras.callbacks.Callback):
     """Writes the epoch's training throughput, in real positions/s, into `logs`.
@@ -19,11 +21,16 @@ class Throughput(keras.callbacks.Callback):
     Args:
         builder: the `kerasbatch` builder whose dataset `model.fit` iterates.
         name: the log key. Defaults to `"throughput"`.
+        dataset: the dataset `model.fit` trains on, as `builder.build`
+            returned it. Needed only when the builder built several datasets
+            still in use (as `kerasbatch.callbacks.PaddingEfficiency`).
 
     Example:
 
     >>> import numpy as np
     >>> import keras
+
+from kerasbatch.callbacks.fit_datasets import fit_sources
     >>> import kerasbatch
     >>> x = [np.ones(n, "int32") for n in (1, 2, 3, 4)]
     >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
@@ -40,16 +47,26 @@ class Throughput(keras.callbacks.Callback):
     True
     """
 
-    def __init__(self, builder, name="throughput"):
+    def __init__(self, builder, name="throughput", dataset=None):
         super().__init__()
         # Counts batches, reads numpy plans or CPU counters: async-safe.
         self.async_safe = True
         self.builder = builder
         self.name = name
+        self.dataset = dataset
+        self._training = None
         self._batches = 0
         self._started = None
         self._validation_started = None
         self._validation_seconds = 0.0
+
+    def on_train_begin(self, logs=None):
+        self._training, _ = fit_sources(
+            self.builder, self.dataset, None, type(self).__name__
+        )
+
+    def on_train_end(self, logs=None):
+        self._training = None
 
     def on_epoch_begin(self, epoch, logs=None):
         self._batches = 0
@@ -70,8 +87,10 @@ class Throughput(keras.callbacks.Callback):
         if logs is None or self._started is None:
             return
         seconds = time.perf_counter() - self._started - self._validation_seconds
-        positions, _ = self.builder.running_positions(self._batches)
+        if self._training is None:  # used outside model.fit
+            self.on_train_begin()
+        positions, _ = self._training.running_positions(self._batches)
         logs[self.name] = float(positions) / max(seconds, 1e-9)
 
     def __deepcopy__(self, memo):
-        return type(self)(self.builder, self.name)
+        return type(self)(self.builder, self.name, self.dataset)
