@@ -237,7 +237,10 @@ class TFRecordLoader:
                 a model (e.g. for a subclassed model).
             builder: a `kerasbatch.StreamBucketBuilder` that batches the
                 elements (buckets, token budgets, truncation) instead of the
-                seed's `target_batch_size` and `padding`.
+                seed's `target_batch_size` and `padding`. The dataset is then
+                the builder's (its `prefetch` replaces `num_prefetch`), so
+                its statistics and the callbacks know it, and one builder
+                can serve a training and a validation loader.
             lengths: every element's length, from `lengths()` (the length-index
                 pass): the dataset's exact cardinality (with `epochs` 1), and a
                 builder's "auto" boundaries. Without it the cardinality is
@@ -273,16 +276,13 @@ class TFRecordLoader:
             )
         if builder is not None:
             elements = self._elements(manifest, files, plan, finish=pack)
-            dataset = builder.build(elements, lengths=lengths)
-        else:
-            dataset = self._batch(self._elements(manifest, files, plan), plan)
-            dataset = dataset.map(pack)
-            if lengths is not None:
-                dataset = dataset.apply(
-                    tf.data.experimental.assert_cardinality(
-                        self._num_batches(len(lengths))
-                    )
-                )
+            return builder.build(elements, lengths=lengths)
+        dataset = self._batch(self._elements(manifest, files, plan), plan)
+        dataset = dataset.map(pack)
+        if lengths is not None:
+            dataset = dataset.apply(
+                tf.data.experimental.assert_cardinality(self._num_batches(len(lengths)))
+            )
         if self.config["num_prefetch"]:
             dataset = dataset.prefetch(self.config["num_prefetch"])
         return dataset

@@ -86,11 +86,16 @@ def read_file_records(
     if not tf.is_tensor(file):
         file = os.fspath(file)
     file = tf.convert_to_tensor(file, tf.string)
+    check_size = compression is None and file_size is not None
+    skip_errors = check_size or on_damage == "skip"
+    if skip_errors:
+        # `ignore_errors` would retry a missing file's "not found" forever.
+        with tf.control_dependencies([_existence_check(file)]):
+            file = tf.identity(file)
     records = tf.data.TFRecordDataset(
         file, compression_type=TF_COMPRESSION[compression], buffer_size=buffer_size
     )
-    check_size = compression is None and file_size is not None
-    if check_size or on_damage == "skip":
+    if skip_errors:
         records = records.ignore_errors()
     # Records are numbered a block at a time, then unbatched: a function call
     # per record (enumerate + map, or zip with a repeated file name) costs
@@ -129,6 +134,19 @@ def read_file_records(
 
     start = (tf.constant(0, tf.int64), tf.constant(0, tf.int64))
     return blocks.scan(start, number).unbatch()
+
+
+def _existence_check(file):
+    """Fails naming `file` when it does not exist (a string tensor)."""
+    literal = tf.strings.regex_replace(file, r"([\[\]*?\\])", r"\\\1")
+    return tf.debugging.Assert(
+        tf.size(tf.io.matching_files(literal)) > 0,
+        [
+            "TFRecord file",
+            file,
+            "does not exist: it was deleted or moved after the dataset was built",
+        ],
+    )
 
 
 def _damage_check(

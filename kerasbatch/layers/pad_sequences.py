@@ -125,6 +125,16 @@ class PadSequences(keras.layers.Layer):
                 f"`value`'s type: {type(value)}. Use `dtype='string'` to pad "
                 f"with strings. Received: value={value!r}"
             )
+        if self.compute_dtype != "string":
+            # As `keras.utils.pad_sequences` (`np.full(..., value, dtype)`): a
+            # value the dtype cannot hold is an error, never wrapped around.
+            with np.errstate(invalid="raise", over="raise"):
+                try:
+                    np.full((), value, dtype=self.compute_dtype)
+                except FloatingPointError:
+                    raise OverflowError(
+                        f"value={value!r} is out of bounds for {self.compute_dtype}"
+                    ) from None
         if isinstance(value, np.generic):
             value = value.item()  # Keep the config JSON-serializable.
         self.maxlen = maxlen
@@ -145,6 +155,15 @@ class PadSequences(keras.layers.Layer):
 
     def call(self, inputs):
         dtype = tf.as_dtype(self.compute_dtype)
+        input_dtype = tf.as_dtype(inputs.dtype)
+        if (input_dtype == tf.string) != (dtype == tf.string):
+            raise ValueError(
+                f"`PadSequences(dtype={dtype.name!r})` cannot pad "
+                f"{input_dtype.name} inputs: strings pad only with "
+                "`dtype='string'`, and numbers only with a numeric dtype. "
+                "Convert text to ids first, or set dtype. Received: "
+                f"inputs.dtype={input_dtype.name}"
+            )
         if isinstance(inputs, tf.RaggedTensor):
             if inputs.ragged_rank != 1:
                 raise ValueError(

@@ -113,6 +113,52 @@ def frame_weights_like(weights, y):
     return weights
 
 
+def check_shapes(y_true, y_pred, frame_weights, example_weights):
+    """Raises ValueError naming the argument whose static shape does not fit.
+
+    Checked in Python, where the shapes are known, so a mis-shaped argument
+    is named instead of failing inside a backend op. Unknown dimensions
+    (None) are not checked.
+
+    Args:
+        y_true, y_pred: the targets and predictions, of equal rank.
+        frame_weights: per-frame weights of the rank of `y_pred` (size-1
+            trailing axes broadcast), or None.
+        example_weights: None, a scalar or a `(batch,)` tensor.
+    """
+    if _conflict(y_true.shape, y_pred.shape):
+        raise ValueError(
+            "`y_true` and `y_pred` must have the same shape. Received: "
+            f"y_true.shape={y_true.shape}, y_pred.shape={y_pred.shape}"
+        )
+    if frame_weights is not None:
+        broadcast = [
+            None if axis >= 2 and size == 1 else size
+            for axis, size in enumerate(frame_weights.shape)
+        ]
+        if _conflict(broadcast, y_pred.shape):
+            raise ValueError(
+                "The per-frame `sample_weight` (or the mask of `y_pred`) must "
+                "have the shape `(batch, time)` of `y_pred` (trailing axes of "
+                f"size 1 or equal). Received: sample_weight.shape="
+                f"{frame_weights.shape}, y_pred.shape={y_pred.shape}"
+            )
+    if example_weights is not None and len(example_weights.shape) == 1:
+        if _conflict(example_weights.shape, y_pred.shape[:1]):
+            raise ValueError(
+                "A per-example `sample_weight` must have shape `(batch,)`. "
+                f"Received: sample_weight.shape={example_weights.shape}, "
+                f"y_pred.shape={y_pred.shape}"
+            )
+
+
+def _conflict(shape, other):
+    return any(
+        a is not None and b is not None and a != b
+        for a, b in zip(shape, other, strict=False)
+    )
+
+
 def resolve_weights(sample_weight, keras_mask, dtype):
     """Decides which tensor masks frames and which one weights examples.
 
@@ -244,6 +290,7 @@ class MaskedSequenceLoss(keras.losses.Loss):
             )
             if frame_weights is not None:
                 frame_weights = frame_weights_like(frame_weights, y_pred)
+            check_shapes(y_true, y_pred, frame_weights, example_weights)
             values = self.per_example(y_true, y_pred, frame_weights)
             loss = reduce_examples(values, example_weights)
             return scale_for_distribution(loss)

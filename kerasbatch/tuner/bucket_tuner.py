@@ -194,6 +194,22 @@ class BucketTuner(keras_tuner.Tuner):
             # hits its bound, as it does on plateaus of equal scores.
             warnings.filterwarnings("ignore", category=ConvergenceWarning)
             super().search(data, validation_data=validation_data, **fit_kwargs)
+        self._completed_trials()  # a search whose every trial failed is an error
+
+    def _completed_trials(self):
+        """The completed trials; raises naming the first failure if none is."""
+        trials = list(self.oracle.trials.values())
+        completed = [t for t in trials if t.status == "COMPLETED"]
+        if completed:
+            return completed
+        if not trials:
+            raise RuntimeError("No completed trial yet: run search() first.")
+        failed = next((t for t in trials if t.message), trials[0])
+        reason = (failed.message or "no message").strip().splitlines()[-1]
+        raise ValueError(
+            f"None of the {len(trials)} trials completed, so there is no best "
+            f"builder. Trial {failed.trial_id} ended {failed.status}: {reason}"
+        )
 
     def run_trial(self, trial, data, validation_data=None, **fit_kwargs):
         hp = trial.hyperparameters
@@ -272,9 +288,8 @@ class BucketTuner(keras_tuner.Tuner):
             num_builders: None for the best builder, or an int for a list of
                 the best `num_builders`, best first.
         """
-        hps = self.get_best_hyperparameters(num_builders or 1)
-        if not hps:
-            raise RuntimeError("No completed trial yet: run search() first.")
+        completed = len(self._completed_trials())
+        hps = self.get_best_hyperparameters(min(num_builders or 1, completed))
         builders = [self.hypermodel.make_builder(hp) for hp in hps]
         return builders if num_builders else builders[0]
 
@@ -303,10 +318,27 @@ def _make_oracle(oracle, objective, max_trials, seed, oracle_kwargs):
         )
     arguments = {"objective": objectives.get(objective), "seed": seed}
     if not issubclass(oracle, keras_tuner.oracles.HyperbandOracle):
+        _check_max_trials(max_trials, oracle)
         arguments["max_trials"] = max_trials
     elif "max_epochs" not in (oracle_kwargs or {}):
         raise ValueError("Hyperband needs oracle_kwargs={'max_epochs': ...}.")
     return oracle(**arguments, **(oracle_kwargs or {}))
+
+
+def _check_max_trials(max_trials, oracle):
+    """keras-tuner searches without end for a `max_trials` of 0 or None
+    (except a grid, which ends when it is exhausted)."""
+    if max_trials is None and issubclass(oracle, keras_tuner.oracles.GridSearchOracle):
+        return
+    if (
+        not isinstance(max_trials, int)
+        or isinstance(max_trials, bool)
+        or (max_trials < 1)
+    ):
+        raise ValueError(
+            f"max_trials must be a positive int, got {max_trials!r} (keras-tuner "
+            "would search without end); None is allowed for oracle='grid' only."
+        )
 
 
 def _check_logged(objective, histories):

@@ -130,13 +130,19 @@ class BucketHyperModel(keras_tuner.HyperModel):
         kwargs.pop("shuffle", None)  # builders shuffle; Keras ignores it here
         builder = self.make_builder(hp)
         dataset = builder.build(x, y, sample_weight)
+        validation = validation_dataset(builder, validation_data)
+        built_here = validation is not validation_data
         return model.fit(
             dataset,
-            validation_data=validation_dataset(builder, validation_data),
+            validation_data=validation,
             callbacks=[
                 EpochReshuffle(builder),
-                PaddingEfficiency(builder),
-                Throughput(builder),
+                PaddingEfficiency(
+                    builder,
+                    dataset=dataset,
+                    validation_data=validation if built_here else None,
+                ),
+                Throughput(builder, dataset=dataset),
                 *(callbacks or []),
             ],
             shuffle=False,

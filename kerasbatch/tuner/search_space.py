@@ -183,13 +183,15 @@ class BucketSearchSpace(Configurable):
     def check_lengths(self, lengths, template=None):
         """Raises ValueError when no configuration can batch elements this long.
 
-        The only setting that can rule out every configuration is a token
-        budget too small for the longest element (after the template's
-        `max_length` policy), when no fixed batch size is in the space.
+        Two things rule out every configuration: the template's `max_length`
+        policy (`overflow="error"` with a longer element, or `"drop"` with
+        none left), and a token budget too small for the longest element
+        (after that policy) when no fixed batch size is in the space.
         """
+        template = template or BucketBuilder()
+        _check_overflow(lengths, template)
         if self.batch_size or any(self.truncate):
             return
-        template = template or BucketBuilder()
         longest = int(np.max(lengths))
         if template.max_length is not None and template.overflow != "error":
             longest = min(longest, template.max_length)
@@ -202,6 +204,29 @@ class BucketSearchSpace(Configurable):
                 "budget or a batch_size, or set max_length with "
                 "overflow='truncate' on the builder template."
             )
+
+
+def _check_overflow(lengths, template):
+    if template.max_length is None:
+        return
+    too_long = np.flatnonzero(np.asarray(lengths) > template.max_length)
+    if not len(too_long) or template.overflow == "truncate":
+        return
+    if template.overflow == "error":
+        first = int(too_long[0])
+        raise ValueError(
+            f"The builder template admits no element longer than max_length="
+            f"{template.max_length} (overflow='error'), but element {first} has "
+            f"length {lengths[first]} ({len(too_long)} elements are longer): "
+            "every trial would fail. Set overflow='truncate' or 'drop', or "
+            "raise max_length."
+        )
+    if len(too_long) == len(lengths):
+        raise ValueError(
+            f"Every element is longer than the builder template's max_length="
+            f"{template.max_length} and overflow='drop' would drop them all: "
+            "every trial would fail. Raise max_length or set overflow='truncate'."
+        )
 
 
 def _declare(hp, name, values):
