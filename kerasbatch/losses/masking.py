@@ -143,13 +143,13 @@ def check_shapes(y_true, y_pred, frame_weights, example_weights):
                 f"size 1 or equal). Received: sample_weight.shape="
                 f"{frame_weights.shape}, y_pred.shape={y_pred.shape}"
             )
-    if example_weights is not None and len(example_weights.shape) == 1:
-        if _conflict(example_weights.shape, y_pred.shape[:1]):
-            raise ValueError(
-                "A per-example `sample_weight` must have shape `(batch,)`. "
-                f"Received: sample_weight.shape={example_weights.shape}, "
-                f"y_pred.shape={y_pred.shape}"
-            )
+    per_example = example_weights is not None and len(example_weights.shape) == 1
+    if per_example and _conflict(example_weights.shape, y_pred.shape[:1]):
+        raise ValueError(
+            "A per-example `sample_weight` must have shape `(batch,)`. "
+            f"Received: sample_weight.shape={example_weights.shape}, "
+            f"y_pred.shape={y_pred.shape}"
+        )
 
 
 def _conflict(shape, other):
