@@ -970,3 +970,36 @@ def test_builder_and_loader_padding_exclude_each_other(token_dir):
         loader.build(
             inputs=["x"], outputs=["y"], builder=kerasbatch.StreamBucketBuilder([3])
         )
+
+
+# --------------------------------------------------------- files that vanish
+@pytest.mark.parametrize("with_builder", [False, True])
+def test_a_file_deleted_after_build_is_named_not_waited_for(token_dir, with_builder):
+    loader = TFRecordLoader(**config(token_dir, padding=not with_builder))
+    names = {"inputs": ["x"], "outputs": ["y"]}
+    if with_builder:
+        builder = kerasbatch.StreamBucketBuilder([3], batch_size=4)
+        dataset = loader.build(
+            **names, builder=builder, lengths=loader.lengths(**names, verbose=0)
+        )
+    else:
+        dataset = loader.build(**names)
+    first = sorted(f for f in os.listdir(token_dir) if f.endswith(".tfrecords"))[0]
+    os.remove(os.path.join(token_dir, first))
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=rf"{first}.*does not exist"
+    ):
+        list(dataset)
+
+
+def test_a_missing_file_with_glob_characters_in_its_name_is_named(tmp_path):
+    from kerasbatch.io import read_file_records
+
+    write_dataset(tmp_path, [{"x": 1}])
+    present = tmp_path / "part-00000-of-00001.tfrecords"
+    odd = tmp_path / "odd[1]*?.tfrecords"
+    present.rename(odd)
+    records = read_file_records(odd, None, file_size=os.path.getsize(odd))
+    assert [int(i) for _, _, i in records] == [0]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="does not exist"):
+        read_file_records(tmp_path / "gone[1].tfrecords", None, file_size=10)

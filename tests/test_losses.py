@@ -422,3 +422,28 @@ def test_per_example_factor_inside_frame_weights_cancels_in_mse():
         loss(y_true, y_pred, sample_weight=mask * factors[:, None]),
         loss(y_true, y_pred, sample_weight=mask),
     )
+
+
+# ---------------------------------------------------- mis-shaped arguments
+@pytest.mark.parametrize("loss", [MaskedMeanSquaredError(), NegativeSNR()])
+@pytest.mark.parametrize(
+    ("y_true", "y_pred", "sample_weight", "match"),
+    [
+        ((2, 5), (2, 4), None, r"`y_true` and `y_pred` must have the same shape"),
+        ((3, 5), (2, 5), None, r"y_true.shape=\(3, 5\), y_pred.shape=\(2, 5\)"),
+        ((2, 5), (2, 5), (2, 4), r"per-frame `sample_weight`.*shape=\(2, 4\)"),
+        ((2, 5, 3), (2, 5, 3), (2, 5, 2), r"per-frame `sample_weight`"),
+        ((2, 5), (2, 5), (3,), r"per-example `sample_weight` must have shape"),
+    ],
+)
+def test_mis_shaped_arguments_are_named(loss, y_true, y_pred, sample_weight, match):
+    weights = None if sample_weight is None else np.ones(sample_weight)
+    with pytest.raises(ValueError, match=match):
+        loss(np.zeros(y_true), np.zeros(y_pred), sample_weight=weights)
+
+
+@pytest.mark.parametrize("loss", [MaskedMeanSquaredError(), NegativeSNR()])
+def test_weights_that_broadcast_over_features_are_accepted(loss):
+    y = np.random.default_rng(0).normal(size=(2, 5, 3))
+    value = loss(y, y + 1.0, sample_weight=np.ones((2, 5, 1)))
+    assert np.isfinite(float(value))

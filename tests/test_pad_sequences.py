@@ -279,3 +279,29 @@ def test_ragged_rank_2_rejected():
     ragged = tf.ragged.constant([[[1, 2]], [[3, 4], [5, 6]]])
     with pytest.raises(ValueError, match="ragged_rank=1"):
         PadSequences()(ragged)
+
+
+@pytest.mark.parametrize(
+    ("value", "dtype"), [(-1, "uint8"), (256, "uint8"), (2**40, "int32")]
+)
+def test_a_value_the_dtype_cannot_hold_is_an_error_as_in_keras(value, dtype):
+    with pytest.raises(OverflowError) as keras_error:
+        keras.utils.pad_sequences([[1, 2], [3]], value=value, dtype=dtype)
+    with pytest.raises(OverflowError) as error:
+        PadSequences(value=value, dtype=dtype)
+    assert str(error.value) == str(keras_error.value)
+
+
+def test_a_float_value_out_of_the_integer_range_is_an_error():
+    with pytest.raises(OverflowError, match="value=300.5 is out of bounds for uint8"):
+        PadSequences(value=300.5, dtype="uint8")
+
+
+@pytest.mark.parametrize(
+    ("rows", "dtype", "received"),
+    [([["a", "b"], ["c"]], "int32", "string"), ([[1, 2], [3]], "string", "int32")],
+)
+def test_strings_and_numbers_need_a_matching_dtype(rows, dtype, received):
+    layer = PadSequences(dtype=dtype)
+    with pytest.raises(ValueError, match=rf"dtype='{dtype}'.*cannot pad {received}"):
+        layer(tf.ragged.constant(rows))

@@ -552,3 +552,53 @@ def test_hypermodel_rejects_validation_split(data):
         hypermodel.fit(hp, hypermodel.build(hp), *data, validation_split=0.2)
     with pytest.raises(ValueError, match="validation_data must be"):
         hypermodel.fit(hp, hypermodel.build(hp), *data, validation_data=[1, 2, 3, 4])
+
+
+# ------------------------------------------- settings that would hang or lie
+@pytest.mark.parametrize(
+    ("oracle", "max_trials"),
+    [("bayesian", 0), ("random", None), ("bayesian", -1), ("random", 2.5)],
+)
+def test_a_search_without_end_is_rejected(tmp_path, oracle, max_trials):
+    with pytest.raises(ValueError, match="max_trials must be a positive int"):
+        tuner_for(tmp_path, oracle=oracle, max_trials=max_trials)
+
+
+def test_a_grid_may_run_until_it_is_exhausted(tmp_path):
+    tuner = tuner_for(tmp_path, oracle="grid", max_trials=None)
+    tuner.search(lengths=np.arange(1, 50), verbose=0)
+    assert len(completed(tuner)) == 4  # the whole grid of SMALL_SPACE
+
+
+@pytest.mark.parametrize(
+    ("overflow", "match"),
+    [
+        (
+            "error",
+            r"admits no element longer than max_length=3.*element 0 has length 5",
+        ),
+        ("drop", r"overflow='drop' would drop them all"),
+    ],
+)
+def test_a_template_that_rejects_every_element_fails_before_any_trial(
+    tmp_path, overflow, match
+):
+    template = kerasbatch.BucketBuilder(max_length=3, overflow=overflow)
+    tuner = tuner_for(tmp_path, builder=template, max_trials=2)
+    with pytest.raises(ValueError, match=match):
+        tuner.search(lengths=np.arange(5, 40), verbose=0)
+    assert not tuner.oracle.trials
+
+
+def test_a_search_whose_every_trial_failed_reports_no_best_builder(
+    tmp_path, monkeypatch
+):
+    def reject(self, hp, template=None):
+        raise ValueError("rejected for the test")
+
+    monkeypatch.setattr(BucketSearchSpace, "make_builder", reject)
+    tuner = tuner_for(tmp_path, max_trials=2)
+    with pytest.raises(ValueError, match=r"None of the 2 trials completed.*rejected"):
+        tuner.search(lengths=np.arange(1, 50), verbose=0)
+    with pytest.raises(ValueError, match="no best builder"):
+        tuner.get_best_builder()

@@ -126,15 +126,7 @@ class PadSequences(keras.layers.Layer):
                 f"with strings. Received: value={value!r}"
             )
         if self.compute_dtype != "string":
-            # As `keras.utils.pad_sequences` (`np.full(..., value, dtype)`): a
-            # value the dtype cannot hold is an error, never wrapped around.
-            with np.errstate(invalid="raise", over="raise"):
-                try:
-                    np.full((), value, dtype=self.compute_dtype)
-                except FloatingPointError:
-                    raise OverflowError(
-                        f"value={value!r} is out of bounds for {self.compute_dtype}"
-                    ) from None
+            _check_value_fits(value, self.compute_dtype)
         if isinstance(value, np.generic):
             value = value.item()  # Keep the config JSON-serializable.
         self.maxlen = maxlen
@@ -241,3 +233,17 @@ class PadSequences(keras.layers.Layer):
             }
         )
         return config
+
+
+def _check_value_fits(value, dtype):
+    """A value `dtype` cannot hold is an error, never wrapped around.
+
+    As `keras.utils.pad_sequences` (`np.full(..., value, dtype)`), whose
+    OverflowError an out-of-range int gets; a float outside an integer
+    dtype's range, which NumPy would cast to garbage, gets one too.
+    """
+    if np.issubdtype(dtype, np.integer) and isinstance(value, float | np.floating):
+        bounds = np.iinfo(dtype)
+        if not bounds.min <= value <= bounds.max:
+            raise OverflowError(f"value={value!r} is out of bounds for {dtype}")
+    np.full((), value, dtype=dtype)  # Keras' own error for ints out of range
