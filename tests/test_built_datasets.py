@@ -117,12 +117,9 @@ def assert_same_batches(actual, expected):
         np.testing.assert_array_equal(a, e)
 
 
-@pytest.mark.parametrize("kind", BUILDERS)
-def test_one_builder_serves_training_and_validation_in_one_fit(kind):
-    builder = BUILDERS[kind]()
-    train = build(builder, TRAIN_LENGTHS, 1)
-    val = build(builder, VAL_LENGTHS, 1001)  # built after train, before fit
-    train_batches, val_batches = int(train.cardinality()), int(val.cardinality())
+def fit_two_epochs(builder, train, val, extra_callbacks=()):
+    """Two epochs of `model.fit(train, validation_data=val)`; returns the
+    history and, per epoch, the tokens of the training and validation batches."""
     model = recorder()
     history = model.fit(
         train,
@@ -132,14 +129,31 @@ def test_one_builder_serves_training_and_validation_in_one_fit(kind):
         callbacks=[
             EpochReshuffle(builder),
             PaddingEfficiency(builder, validation_data=val),
-            Throughput(builder, dataset=train),
+            *extra_callbacks,
         ],
     )
+    train_batches, val_batches = int(train.cardinality()), int(val.cardinality())
     assert len(model.trained) == 2 * train_batches
     assert len(model.validated) == 2 * val_batches
-    for epoch in range(2):
-        trained = model.trained[epoch * train_batches : (epoch + 1) * train_batches]
-        validated = model.validated[epoch * val_batches : (epoch + 1) * val_batches]
+    epochs = [
+        (
+            model.trained[epoch * train_batches : (epoch + 1) * train_batches],
+            model.validated[epoch * val_batches : (epoch + 1) * val_batches],
+        )
+        for epoch in range(2)
+    ]
+    return history, epochs
+
+
+@pytest.mark.parametrize("kind", BUILDERS)
+def test_one_builder_serves_training_and_validation_in_one_fit(kind):
+    builder = BUILDERS[kind]()
+    train = build(builder, TRAIN_LENGTHS, 1)
+    val = build(builder, VAL_LENGTHS, 1001)  # built after train, before fit
+    history, epochs = fit_two_epochs(
+        builder, train, val, extra_callbacks=[Throughput(builder, dataset=train)]
+    )
+    for epoch, (trained, validated) in enumerate(epochs):
         # Every element of each dataset exactly once, unchanged ...
         assert token_counts(trained) == expected_counts(TRAIN_LENGTHS, 1)
         assert token_counts(validated) == expected_counts(VAL_LENGTHS, 1001)
@@ -353,21 +367,8 @@ def test_one_stream_builder_serves_a_training_and_a_validation_loader(tmp_path):
     val = val_loader.build(
         **names, builder=builder, lengths=val_loader.lengths(**names, verbose=0)
     )
-    model = recorder()
-    history = model.fit(
-        train,
-        validation_data=val,
-        epochs=2,
-        verbose=0,
-        callbacks=[
-            EpochReshuffle(builder),
-            PaddingEfficiency(builder, validation_data=val),
-        ],
-    )
-    train_batches, val_batches = int(train.cardinality()), int(val.cardinality())
-    for epoch in range(2):
-        trained = model.trained[epoch * train_batches : (epoch + 1) * train_batches]
-        validated = model.validated[epoch * val_batches : (epoch + 1) * val_batches]
+    history, epochs = fit_two_epochs(builder, train, val)
+    for trained, validated in epochs:
         assert token_counts(trained) == expected_counts(TRAIN_LENGTHS, 1)
         assert token_counts(validated) == expected_counts(VAL_LENGTHS, 1001)
     assert history.history["val_padding_efficiency"][-1] == (
