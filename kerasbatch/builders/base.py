@@ -62,8 +62,9 @@ class SharedSettings(Configurable):
     """What every builder shares, in memory or streaming.
 
     Validates and keeps the arguments below; gives `from_config`, equality
-    and `repr` (from the subclass's `get_config`); owns the epoch counter (a
-    CPU `tf.Variable` that each new iteration of a built dataset reads and
+    and `repr` (from the subclass's `get_config`); binds every built dataset
+    to a copy of the builder frozen at its `build` (`_serve`), with an epoch
+    counter of its own (a CPU `tf.Variable` that each new iteration reads and
     advances); applies the `max_length` overflow policy to known lengths.
 
     Args:
