@@ -10,6 +10,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from kerasbatch import epochs as epochs_lib
 from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
@@ -133,7 +134,9 @@ class SharedSettings(Configurable):
             self._epoch = tf.Variable(
                 epoch, dtype=tf.int64, trainable=False, name="epoch"
             )
-        self._last_started_epoch = None
+            self._started = tf.Variable(
+                -1, dtype=tf.int64, trainable=False, name="started_epoch"
+            )
 
     def _serve(self, make_dataset):
         """Returns `make_dataset(copy)`, bound to a copy of this builder.
@@ -212,7 +215,8 @@ class SharedSettings(Configurable):
         return self._serving()._started_epoch()
 
     def _started_epoch(self):
-        return self._last_started_epoch
+        started = int(self._started.numpy())
+        return None if started < 0 else started
 
     # ------------------------------------------------------------- statistics
     def statistics(self, epoch=None, dataset=None):
@@ -259,7 +263,9 @@ class SharedSettings(Configurable):
 
     def _start_epoch(self):
         """In a pipeline: reads and advances the epoch counter (a tensor)."""
-        return self._epoch.assign_add(1) - 1
+        epoch = self._epoch.assign_add(1) - 1
+        with tf.control_dependencies([self._started.assign(epoch)]):
+            return tf.identity(epoch)
 
     def _prefetched(self, dataset):
         if not self.prefetch:
@@ -392,7 +398,7 @@ class PlannedBuilder(SharedSettings):
             return served.plan(epoch)
         self._require_built()
         if epoch is None:
-            epoch = self._last_started_epoch
+            epoch = self._started_epoch()
             if epoch is None:
                 epoch = self.epoch
         epoch = int(epoch)
@@ -419,42 +425,33 @@ class PlannedBuilder(SharedSettings):
         """The plan of `epoch`, a pure function of `(seed, epoch)`."""
         raise NotImplementedError
 
-    def _plan_arrays(self, epoch):
-        """The plan of `epoch` as int64 numpy arrays, a row per batch."""
-        raise NotImplementedError
-
-    def _plan_shapes(self):
-        """The static shapes of `_plan_arrays`' arrays."""
-        raise NotImplementedError
-
     # --------------------------------------------------------------- pipeline
     def _planned_dataset(self, batch_function, num_batches):
-        """Each iteration: the next epoch's plan, a batch per row of it."""
+        """Each iteration: the next epoch's batches, made by `batch_function`.
+
+        The epoch is read (and advanced) once per iteration; a checkpoint
+        of the iterator keeps the running epoch and position in it, and
+        ignores the epoch counter, which `set_epoch` drives.
+        """
         epochs = tf.data.Dataset.range(1).map(lambda _: self._start_epoch())
         dataset = epochs.flat_map(self._epoch_batches)
         dataset = dataset.map(
             batch_function, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
         )
-        return self._prefetched(dataset).apply(
-            tf.data.experimental.assert_cardinality(num_batches)
+        options = tf.data.Options()
+        options.experimental_external_state_policy = (
+            tf.data.experimental.ExternalStatePolicy.IGNORE
+        )
+        return (
+            self._prefetched(dataset)
+            .apply(tf.data.experimental.assert_cardinality(num_batches))
+            .with_options(options)
         )
 
     def _epoch_batches(self, epoch):
-        shapes = self._plan_shapes()
-        arrays = tf.numpy_function(
-            self._started_plan_arrays,
-            [epoch],
-            (tf.int64,) * len(shapes),
-            name="plan_epoch",
-        )
-        for array, shape in zip(arrays, shapes, strict=True):
-            array.set_shape(shape)
-        return tf.data.Dataset.from_tensor_slices(tuple(arrays))
-
-    def _started_plan_arrays(self, epoch):
-        arrays = self._plan_arrays(int(epoch))
-        self._last_started_epoch = int(epoch)
-        return arrays
+        """The batch function's arguments for every batch of `epoch` (a
+        tensor), as a dataset (subclass hook)."""
+        raise NotImplementedError
 
 
 class Builder(PlannedBuilder):
@@ -465,7 +462,7 @@ class Builder(PlannedBuilder):
     planned in numpy from the lengths alone (a pure function of `seed` and the
     epoch), then gathered and padded once per batch in the pipeline.
 
-    Subclasses decide which elements form a batch (`_plan_batches`); the base
+    Subclasses decide which elements form a batch (`_epoch_order`); the base
     handles inputs, overflow policies, padding, statistics and the pipeline.
 
     Args:
@@ -594,6 +591,7 @@ class Builder(PlannedBuilder):
         try:
             self._prepare()
             self._check_fixed_lengths()
+            self._order = self._epoch_order()
         except Exception:
             self._data = None
             raise
@@ -637,11 +635,11 @@ class Builder(PlannedBuilder):
         (counting them in `self._policy_dropped`).
         """
 
-    def _plan_batches(self, rng):
-        """Returns `(indices, batch_splits)` of one epoch for the candidates.
+    def _epoch_order(self):
+        """The `kerasbatch.orders.EpochOrder` of the candidates' batches.
 
-        `indices` orders (a subset of) `self._candidates`; elements past
-        `batch_splits[-1]` are left out of the epoch and counted as dropped.
+        Called once per build, after `_prepare`; candidates no batch holds
+        are left out of every epoch and counted as dropped.
         """
         raise NotImplementedError
 
@@ -653,9 +651,7 @@ class Builder(PlannedBuilder):
     # ------------------------------------------------------------------- plan
     def _make_plan(self, epoch):
         """The `BatchPlan` of `epoch`."""
-        rng = np.random.default_rng([self.seed, epoch])
-        indices, splits = self._plan_batches(rng)
-        indices = indices[: splits[-1]]  # drop_remainder leaves a tail out
+        indices, splits = self._order.batches(self.seed, epoch)
         first_of_batch = indices[splits[:-1]]
         bounds = None
         if self._element_bounds is not None:
@@ -744,16 +740,37 @@ class Builder(PlannedBuilder):
         """The pipeline's `(indices, size, padded lengths, limit) → batch` map."""
         return _BatchFunction(self, static_batch_size)
 
-    def _plan_shapes(self):
-        return [None, None], [None], [None, len(self._component_lengths)], [None]
+    def _epoch_batches(self, epoch):
+        """Per batch of `epoch`: its indices, size, padded lengths and cut
+        limit, computed in the graph as `make_plan` computes them."""
+        limits = tf.constant(self._element_limits)
+        bounds = None
+        if self._element_bounds is not None:
+            bounds = tf.constant(self._element_bounds)
+        columns = [
+            (tf.constant(lengths), self._paddings[name])
+            for name, lengths in self._component_lengths.items()
+        ]
 
-    def _plan_arrays(self, epoch):
-        """Per batch: its indices (padded with -1), size, padded lengths, limit."""
-        plan = self.plan(epoch)
-        sizes = plan.batch_sizes
-        rows = np.full((plan.num_batches, sizes.max()), -1, dtype=np.int64)
-        rows[np.arange(sizes.max()) < sizes[:, None]] = plan.indices
-        return rows, sizes, plan.padded_lengths, plan.limits
+        @tf.autograph.experimental.do_not_convert  # plain tf code
+        def arguments(indices):
+            limit = tf.gather(limits, indices[0])
+            padded = [tf.zeros([0], tf.int64)]
+            for lengths, padding in columns:
+                if padding.fixed_length is not None:
+                    length = tf.constant(padding.fixed_length, tf.int64)
+                elif padding.length == "bucket":
+                    length = tf.gather(bounds, indices[0])
+                else:
+                    length = tf.reduce_max(
+                        tf.minimum(tf.gather(lengths, indices), limit)
+                    )
+                padded.append(length[tf.newaxis])
+            size = tf.size(indices, out_type=tf.int64)
+            return indices, size, tf.concat(padded, axis=0), limit
+
+        batches = epochs_lib.ordered_batches(self._order, self.seed, epoch)
+        return batches.map(arguments)
 
 
 class _BatchFunction:

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 
 from kerasbatch import boundaries as boundaries_lib
+from kerasbatch import orders
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders.base import Builder, _bool, _optional_positive_int
 
@@ -267,7 +268,7 @@ class BucketBuilder(BucketSettings, Builder):
     >>> int(dataset.cardinality()) == builder.statistics().num_batches
     True
     >>> print(builder.statistics())  # PaddedBuilder(16) gets 0.553 here
-    33 batches of 500 elements: padding efficiency 0.821 (x=0.821), 15 distinct shapes, 0 dropped, 0 truncated (0 positions)
+    33 batches of 500 elements: padding efficiency 0.822 (x=0.822), 15 distinct shapes, 0 dropped, 0 truncated (0 positions)
     """
 
     def __init__(
@@ -356,32 +357,12 @@ class BucketBuilder(BucketSettings, Builder):
             bucket, self.bucket_lengths[bucket], len(members), longest
         )
 
-    def _plan_batches(self, rng):
-        candidates = self._candidates
-        buckets = self._bucket_of[candidates]
-        if self.shuffle:
-            order = candidates[np.lexsort((rng.random(len(candidates)), buckets))]
-        else:
-            order = candidates[np.argsort(buckets, kind="stable")]
-        starts = np.searchsorted(
-            self._bucket_of[order], np.arange(len(self.bucket_counts))
+    def _epoch_order(self):
+        return orders.EpochOrder.of_groups(
+            self._candidates,
+            self._bucket_of[self._candidates],
+            self.resolved_batch_sizes,
+            self.drop_remainder,
+            shuffle_units=self.shuffle,
+            shuffle_batches=self.shuffle,
         )
-        ends = np.append(starts[1:], len(order))
-        pieces, splits = [], [np.zeros(1, dtype=np.int64)]
-        offset = 0
-        for start, end, size in zip(
-            starts, ends, self.resolved_batch_sizes, strict=True
-        ):
-            bucket_splits = plan_lib.batch_splits(
-                end - start, size, self.drop_remainder
-            )
-            pieces.append(order[start : start + bucket_splits[-1]])
-            splits.append(offset + bucket_splits[1:])
-            offset += bucket_splits[-1]
-        indices = np.concatenate(pieces)
-        splits = np.concatenate(splits)
-        if self.shuffle:
-            indices, splits = plan_lib.reorder_batches(
-                indices, splits, rng.permutation(len(splits) - 1)
-            )
-        return indices, splits

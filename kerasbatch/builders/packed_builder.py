@@ -276,8 +276,18 @@ class PackedBuilder(PlannedBuilder):
             plan.num_batches,
         )
 
-    def _plan_shapes(self):
-        return [None, None], [None, self.batch_size], [None]
+    def _epoch_batches(self, epoch):
+        """The rows of `epoch`'s plan, from NumPy (`tf.numpy_function`)."""
+        shapes = [None, None], [None, self.batch_size], [None]
+        arrays = tf.numpy_function(
+            lambda epoch: self._plan_arrays(int(epoch)),
+            [epoch],
+            (tf.int64,) * len(shapes),
+            name="plan_epoch",
+        )
+        for array, shape in zip(arrays, shapes, strict=True):
+            array.set_shape(shape)
+        return tf.data.Dataset.from_tensor_slices(tuple(arrays))
 
     def _plan_arrays(self, epoch):
         """Per batch: its element indices (padded with -1), the segments of

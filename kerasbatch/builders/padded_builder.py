@@ -1,8 +1,9 @@
 """Random batches, each padded to its longest element."""
 
 import keras
+import numpy as np
 
-from kerasbatch import plan as plan_lib
+from kerasbatch import orders
 from kerasbatch.builders.base import Builder
 
 
@@ -27,10 +28,12 @@ class PaddedBuilder(Builder):
     0.7142857142857143
     """
 
-    def _plan_batches(self, rng):
-        order = self._candidates
-        if self.shuffle:
-            order = rng.permutation(order)
-        return order, plan_lib.batch_splits(
-            len(order), self.batch_size, self.drop_remainder
+    def _epoch_order(self):
+        return orders.EpochOrder.of_groups(
+            self._candidates,
+            np.zeros(len(self._candidates), np.int64),
+            [self.batch_size],
+            self.drop_remainder,
+            shuffle_units=self.shuffle,
+            shuffle_batches=False,
         )

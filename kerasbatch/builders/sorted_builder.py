@@ -1,9 +1,8 @@
 """Batches of elements sorted by length."""
 
 import keras
-import numpy as np
 
-from kerasbatch import plan as plan_lib
+from kerasbatch import orders
 from kerasbatch.builders.base import Builder
 
 
@@ -31,14 +30,12 @@ class SortedBuilder(Builder):
     0.8571428571428571
     """
 
-    def _plan_batches(self, rng):
-        order = self._candidates
-        if self.shuffle:
-            order = rng.permutation(order)
-        order = order[np.argsort(self._cut_lengths[order], kind="stable")]
-        splits = plan_lib.batch_splits(len(order), self.batch_size, self.drop_remainder)
-        if self.shuffle:
-            order, splits = plan_lib.reorder_batches(
-                order, splits, rng.permutation(len(splits) - 1)
-            )
-        return order, splits
+    def _epoch_order(self):
+        return orders.EpochOrder.of_groups(
+            self._candidates,
+            self._cut_lengths[self._candidates],
+            [self.batch_size],
+            self.drop_remainder,
+            shuffle_units=self.shuffle,
+            shuffle_batches=self.shuffle,
+        )

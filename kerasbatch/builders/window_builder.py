@@ -6,9 +6,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasbatch import plan as plan_lib
+from kerasbatch import orders, sources
 from kerasbatch import reducers as reducers_lib
-from kerasbatch import sources
 from kerasbatch.builders.base import Builder, _BatchFunction, _optional_positive_int
 from kerasbatch.padding import Padding
 
@@ -270,12 +269,9 @@ class WindowBuilder(Builder):
             f"{tuple(shapes[other].tolist())}. Use 'padded' to pad them."
         )
 
-    def _plan_batches(self, rng):
+    def _epoch_order(self):
         indices, splits = self._windows
-        if self.shuffle:
-            order = rng.permutation(len(splits) - 1)
-            indices, splits = plan_lib.reorder_batches(indices, splits, order)
-        return indices, splits
+        return orders.EpochOrder.of_spans(indices, splits, shuffle_batches=self.shuffle)
 
     def _num_left_out(self, indices):
         return self._num_unwindowed

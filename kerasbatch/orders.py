@@ -1,0 +1,212 @@
+"""Per-epoch orders: what a build fixes, and what `(seed, epoch)` reshuffles.
+
+The batches of an in-memory builder's epoch are described by an
+`EpochOrder`, computed once at `build` from the lengths:
+
+- the *units* to batch (element indices; for windows, every window's
+  elements one after the other), each with a *group* key (its bucket, its
+  length for sorted batches, or 0);
+- every batch as a `(start, size)` span of the units once they are sorted by
+  group. Group sizes do not change from epoch to epoch, so neither do the
+  spans: bucket membership, per-bucket batch splits and windows are fixed.
+
+What changes per epoch is only two orderings, drawn from a counter-based
+hash of `(seed, epoch, index)` (`hash31`: SplitMix64's finaliser on uint64,
+which NumPy and TensorFlow ops compute bit for bit alike):
+
+- units are sorted by `(group, hash)`, a stable sort, so units of a group
+  come in a fresh random order every epoch (`shuffle_units`);
+- batches are taken in the stable order of their hashes (`shuffle_batches`).
+
+`EpochOrder.batches` computes an epoch in NumPy (the plan that statistics
+describe); `kerasbatch.epochs` computes the very same batches with
+TensorFlow ops inside the `tf.data` graph, so a built dataset calls no
+Python: it can be serialised, checkpointed mid-epoch and run where the
+builder is not. This module imports no TensorFlow.
+"""
+
+import dataclasses
+
+import numpy as np
+
+#: Streams of the hash, so that unit and batch orders are independent.
+UNIT_STREAM = 0
+BATCH_STREAM = 1
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+#: Groups must stay below this, so that `group * 2**31 + hash31` fits int64.
+MAX_GROUP = 2**31
+
+
+def mix64(z):
+    """SplitMix64's finaliser: a bijective scramble of uint64 values.
+
+    Args:
+        z: uint64 array.
+
+    Returns:
+        uint64 array of the same shape.
+
+    Example:
+
+    >>> import numpy as np
+    >>> int(mix64(np.array([1], np.uint64))[0])
+    6238072747940578789
+    """
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * _MIX1
+        z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def hash31(seed, epoch, stream, count):
+    """`count` pseudo-random int64 values in `[0, 2**31)` for `(seed, epoch)`.
+
+    Value i is a hash of `(seed, epoch, stream, i)`; `kerasbatch.epochs`
+    computes the same values with TensorFlow ops.
+
+    Example:
+
+    >>> hash31(0, 0, 0, 3).tolist() == hash31(0, 0, 0, 4)[:3].tolist()
+    True
+    """
+    key = mix64(np.array([seed], np.uint64)) ^ np.uint64(epoch)
+    key = mix64(key) ^ np.uint64(stream)
+    key = mix64(key)
+    values = mix64(key ^ np.arange(count, dtype=np.uint64))
+    return (values >> np.uint64(33)).astype(np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochOrder:
+    """The fixed part of every epoch's batches, and how epochs reshuffle it.
+
+    Attributes:
+        units: int64 element indices to batch.
+        groups: int64 group key of every unit, in `[0, MAX_GROUP)`.
+        starts: int64 start of every batch in the units sorted by group.
+        sizes: int64 size of every batch (positive).
+        shuffle_units: order the units of a group by hash every epoch (else
+            keep their order in `units`).
+        shuffle_batches: take the batches in hash order every epoch (else in
+            the order of `starts`).
+
+    Example:
+
+    >>> import numpy as np
+    >>> order = EpochOrder.of_groups(
+    ...     np.arange(5), np.array([1, 0, 1, 0, 1]), [2, 2], False,
+    ...     shuffle_units=False, shuffle_batches=False)
+    >>> indices, splits = order.batches(seed=0, epoch=0)
+    >>> np.split(indices, splits[1:-1])
+    [array([1, 3]), array([0, 2]), array([4])]
+    """
+
+    units: np.ndarray
+    groups: np.ndarray
+    starts: np.ndarray
+    sizes: np.ndarray
+    shuffle_units: bool
+    shuffle_batches: bool
+
+    def __post_init__(self):
+        if len(self.groups) and (
+            self.groups.min() < 0 or self.groups.max() >= MAX_GROUP
+        ):
+            raise ValueError(f"Group keys must lie in [0, {MAX_GROUP}).")
+
+    @classmethod
+    def of_groups(
+        cls,
+        units,
+        groups,
+        batch_sizes,
+        drop_remainder,
+        *,
+        shuffle_units,
+        shuffle_batches,
+    ):
+        """Batches of `batch_sizes[g]` units of every group g, in group order.
+
+        Args:
+            units: int64 element indices.
+            groups: int64 group of every unit, in `[0, len(batch_sizes))`
+                unless `batch_sizes` has one entry (then any group keys:
+                one batch size for all, batches cut across groups in sorted
+                order, as sorted batching does).
+            batch_sizes: batch size of every group, or one for all.
+            drop_remainder: leave out each group's last, smaller batch.
+        """
+        units = np.asarray(units, np.int64)
+        groups = np.asarray(groups, np.int64)
+        if len(batch_sizes) == 1:
+            counts, sizes_of = [len(units)], batch_sizes
+        else:
+            counts, sizes_of = (
+                np.bincount(groups, minlength=len(batch_sizes)),
+                batch_sizes,
+            )
+        starts, sizes, offset = [], [], 0
+        for count, size in zip(counts, sizes_of, strict=True):
+            full, rest = divmod(int(count), int(size))
+            starts.extend(offset + size * np.arange(full))
+            sizes.extend([size] * full)
+            if rest and not drop_remainder:
+                starts.append(offset + size * full)
+                sizes.append(rest)
+            offset += int(count)
+        return cls(
+            units=units,
+            groups=groups,
+            starts=np.asarray(starts, np.int64),
+            sizes=np.asarray(sizes, np.int64),
+            shuffle_units=bool(shuffle_units),
+            shuffle_batches=bool(shuffle_batches),
+        )
+
+    @classmethod
+    def of_spans(cls, units, splits, *, shuffle_batches):
+        """Fixed batches `units[splits[b]:splits[b + 1]]` (e.g. windows)."""
+        units = np.asarray(units, np.int64)
+        splits = np.asarray(splits, np.int64)
+        return cls(
+            units=units,
+            groups=np.zeros(len(units), np.int64),
+            starts=splits[:-1],
+            sizes=np.diff(splits),
+            shuffle_units=False,
+            shuffle_batches=bool(shuffle_batches),
+        )
+
+    @property
+    def num_batches(self):
+        return len(self.starts)
+
+    def sort_keys(self, seed, epoch):
+        """int64 keys whose stable argsort orders the units of `epoch`."""
+        if not self.shuffle_units:
+            return self.groups
+        return self.groups * MAX_GROUP + hash31(
+            seed, epoch, UNIT_STREAM, len(self.units)
+        )
+
+    def ordered_units(self, seed, epoch):
+        """The units of `epoch`, sorted by group (and hash)."""
+        return self.units[np.argsort(self.sort_keys(seed, epoch), kind="stable")]
+
+    def batch_order(self, seed, epoch):
+        """The order in which `epoch` takes the batches."""
+        if not self.shuffle_batches:
+            return np.arange(self.num_batches, dtype=np.int64)
+        keys = hash31(seed, epoch, BATCH_STREAM, self.num_batches)
+        return np.argsort(keys, kind="stable")
+
+    def batches(self, seed, epoch):
+        """`(indices, batch_splits)` of `epoch`: element indices batch after
+        batch, and the int64 offsets of the batches into them."""
+        ordered = self.ordered_units(seed, epoch)
+        taken = self.batch_order(seed, epoch)
+        sizes = self.sizes[taken]
+        splits = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        offsets = np.repeat(self.starts[taken] - splits[:-1], sizes)
+        return ordered[np.arange(splits[-1]) + offsets], splits

@@ -1,0 +1,148 @@
+"""Epoch orders: NumPy plans and in-graph batches agree bit for bit, and
+built datasets call no Python (serialisable, checkpointable mid-epoch)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import make_sequences
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kerasbatch
+from kerasbatch import epochs, orders
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    groups=st.lists(st.integers(0, 5), min_size=1, max_size=60),
+    sizes=st.lists(st.integers(1, 7), min_size=6, max_size=6),
+    one_size=st.booleans(),
+    drop_remainder=st.booleans(),
+    shuffle_units=st.booleans(),
+    shuffle_batches=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+    epoch=st.integers(0, 2**20),
+)
+def test_in_graph_batches_equal_the_numpy_plan(
+    groups, sizes, one_size, drop_remainder, shuffle_units, shuffle_batches, seed, epoch
+):
+    units = np.random.default_rng(seed).permutation(len(groups))
+    order = orders.EpochOrder.of_groups(
+        units,
+        np.array(groups),
+        sizes[:1] if one_size else sizes,
+        drop_remainder,
+        shuffle_units=shuffle_units,
+        shuffle_batches=shuffle_batches,
+    )
+    indices, splits = order.batches(seed, epoch)
+    expected = np.split(indices, splits[1:-1]) if len(splits) > 1 else []
+    graph = epochs.ordered_batches(order, seed, tf.constant(epoch, tf.int64))
+    actual = [batch.numpy() for batch in graph]
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected, strict=True):
+        np.testing.assert_array_equal(a, e)
+    # Every unit at most once; all of them without drop_remainder.
+    assert len(np.unique(indices)) == len(indices)
+    if not drop_remainder:
+        assert sorted(indices.tolist()) == sorted(units.tolist())
+
+
+def test_the_hash_is_the_same_in_numpy_and_tensorflow():
+    expected = orders.hash31(7, 3, orders.UNIT_STREAM, 100_000)
+    actual = epochs.hash31(7, tf.constant(3, tf.int64), orders.UNIT_STREAM, 100_000)
+    np.testing.assert_array_equal(actual.numpy(), expected)
+    assert 0 <= expected.min() and expected.max() < 2**31
+    assert len(np.unique(expected)) > 99_990  # a good spread
+
+
+def test_epochs_and_seeds_give_different_orders():
+    order = orders.EpochOrder.of_groups(
+        np.arange(50), np.zeros(50, np.int64), [5], False,
+        shuffle_units=True, shuffle_batches=True,
+    )  # fmt: skip
+    plans = {tuple(order.batches(s, e)[0]) for s in (0, 1) for e in (0, 1, 2)}
+    assert len(plans) == 6
+
+
+def test_group_keys_out_of_range_are_an_error():
+    with pytest.raises(ValueError, match="Group keys must lie in"):
+        orders.EpochOrder.of_groups(
+            [0], [-1], [1], False, shuffle_units=True, shuffle_batches=True
+        )
+
+
+GRAPH_BUILDERS = {
+    "padded": lambda: kerasbatch.PaddedBuilder(batch_size=8, seed=3),
+    "sorted": lambda: kerasbatch.SortedBuilder(batch_size=8, seed=3),
+    "bucket": lambda: kerasbatch.BucketBuilder(
+        num_buckets=3, batch_size=8, seed=3, pad_to_bucket=True
+    ),
+    "truncating": lambda: kerasbatch.BucketBuilder(
+        boundaries=[5, 12], batch_size=8, seed=3, truncate=True
+    ),
+    "chunk": lambda: kerasbatch.ChunkBuilder(6, batch_size=8, seed=3),
+    "window": lambda: kerasbatch.WindowBuilder(4, 4, drop_remainder=False, seed=3),
+}
+
+
+def graph_ops(dataset):
+    graph = tf.compat.v1.GraphDef()
+    graph.ParseFromString(
+        dataset._as_serialized_graph(
+            external_state_policy=tf.data.experimental.ExternalStatePolicy.IGNORE
+        ).numpy()
+    )
+    names = {node.op for node in graph.node}
+    for function in graph.library.function:
+        names |= {node.op for node in function.node_def}
+    return names
+
+
+@pytest.mark.parametrize("kind", GRAPH_BUILDERS)
+def test_built_datasets_call_no_python(kind):
+    x, _ = make_sequences(60, max_length=20, min_length=1)
+    dataset = GRAPH_BUILDERS[kind]().build(x, np.arange(60))
+    assert not {"PyFunc", "EagerPyFunc", "PyFuncStateless"} & graph_ops(dataset)
+
+
+@pytest.mark.parametrize("kind", GRAPH_BUILDERS)
+def test_every_epoch_yields_its_plan_and_statistics(kind):
+    x, lengths = make_sequences(60, max_length=20, min_length=1)
+    builder = GRAPH_BUILDERS[kind]()
+    dataset = builder.build(x, np.arange(60))
+    for epoch in range(3):
+        batches = [tuple(np.asarray(t) for t in batch) for batch in dataset]
+        plan = builder.plan(epoch)
+        assert builder.last_started_epoch == epoch
+        assert len(batches) == plan.num_batches == int(dataset.cardinality())
+        for (batch_x, ids), planned, padded in zip(
+            batches, plan.batches(), plan.padded_lengths, strict=True
+        ):
+            if kind != "chunk":  # chunks carry their sequence's id
+                np.testing.assert_array_equal(ids, planned)
+            assert batch_x.shape[1] == padded[0]
+
+
+@pytest.mark.parametrize("kind", GRAPH_BUILDERS)
+def test_an_iterator_checkpointed_mid_epoch_resumes_with_the_same_batches(
+    kind, tmp_path
+):
+    x, _ = make_sequences(60, max_length=20, min_length=1)
+    builder = GRAPH_BUILDERS[kind]()
+    dataset = builder.build(x, np.arange(60))
+    builder.set_epoch(2)
+    iterator = iter(dataset)
+    next(iterator), next(iterator)
+    path = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "it"))
+    uninterrupted = [tuple(np.asarray(t) for t in b) for b in iterator]
+
+    builder = GRAPH_BUILDERS[kind]()  # as a restarted process would
+    dataset = builder.build(x, np.arange(60))
+    restored = iter(dataset)
+    tf.train.Checkpoint(iterator=restored).restore(path)
+    resumed = [tuple(np.asarray(t) for t in b) for b in restored]
+    assert len(resumed) == len(uninterrupted) == int(dataset.cardinality()) - 2
+    for a, b in zip(resumed, uninterrupted, strict=True):
+        for ta, tb in zip(a, b, strict=True):
+            np.testing.assert_array_equal(ta, tb)
