@@ -52,7 +52,7 @@ def test_the_hash_is_the_same_in_numpy_and_tensorflow():
     expected = orders.hash31(7, 3, orders.UNIT_STREAM, 100_000)
     actual = epochs.hash31(7, tf.constant(3, tf.int64), orders.UNIT_STREAM, 100_000)
     np.testing.assert_array_equal(actual.numpy(), expected)
-    assert 0 <= expected.min() and expected.max() < 2**31
+    assert expected.min() >= 0 and expected.max() < 2**31
     assert len(np.unique(expected)) > 99_990  # a good spread
 
 
