@@ -195,14 +195,6 @@ def batch_splits(num_elements, batch_size, drop_remainder):
     return np.concatenate([[0], ends]).astype(np.int64)
 
 
-def reorder_batches(indices, splits, order):
-    """`indices` and `splits` with the batches taken in `order`."""
-    sizes = np.diff(splits)[order]
-    new_splits = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    offsets = np.repeat(splits[:-1][order] - new_splits[:-1], sizes)
-    return indices[np.arange(new_splits[-1]) + offsets], new_splits
-
-
 def _segment_sum(values, splits):
     """Sum of every batch (batches are never empty)."""
     if len(splits) == 1:

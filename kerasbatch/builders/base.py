@@ -308,10 +308,10 @@ class PlannedBuilder(SharedSettings):
 
     `build` validates the inputs and attaches them (`_attach`), then makes
     the pipeline (`_make_dataset`); `plan(epoch)` caches the plans that
-    `_make_plan(epoch)` makes; the pipeline reads the running epoch's plan
-    through `tf.numpy_function` (`_plan_arrays`, shaped by `_plan_shapes`)
-    and turns each of its rows into a batch with a batch function.
-    Arguments are those of `SharedSettings`.
+    `_make_plan(epoch)` makes; the pipeline computes the running epoch's
+    batches (`_epoch_batches`, given the epoch as a tensor) and turns each
+    into a batch with a batch function. Arguments are those of
+    `SharedSettings`.
     """
 
     def __init__(self, **shared):
