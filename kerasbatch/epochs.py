@@ -1,6 +1,6 @@
 """The seam where a plan becomes tensors: an epoch's batches, in-graph.
 
-`ordered_batches(order, seed, epoch)` computes with TensorFlow ops exactly
+`GraphOrder(order, seed).batch_rows(epoch)` computes with TensorFlow ops exactly
 the batches `kerasbatch.orders.EpochOrder.batches` computes in NumPy (the
 same hash, the same stable sorts), from constants fixed at `build` and the
 epoch as a tensor. A built dataset therefore holds no Python callback: its
@@ -33,41 +33,59 @@ def hash31(seed, epoch, stream, count):
     return tf.cast(tf.bitwise.right_shift(values, _u64(33)), tf.int64)
 
 
-def ordered_batches(order, seed, epoch):
-    """The element indices of every batch of `epoch`, as a `tf.data.Dataset`.
+class GraphOrder:
+    """An `EpochOrder` whose epochs are computed with TensorFlow ops.
+
+    Its arrays become tensors once, when the pipeline is made; the
+    pipeline's functions capture them (rather than embed them as constants,
+    which every new iterator would instantiate and optimise again).
 
     Args:
         order: a `kerasbatch.orders.EpochOrder`.
         seed: the builder's int seed.
-        epoch: a scalar int64 tensor.
-
-    Returns:
-        A dataset of int64 vectors, one per batch, in the epoch's order.
     """
-    starts = tf.constant(order.starts, tf.int64)
-    sizes = tf.constant(order.sizes, tf.int64)
-    if order.shuffle_units:
-        keys = tf.constant(order.groups, tf.int64) * orders.MAX_GROUP + hash31(
-            seed, epoch, orders.UNIT_STREAM, len(order.units)
-        )
-        ordered = tf.gather(
-            tf.constant(order.units, tf.int64), tf.argsort(keys, stable=True)
-        )
-    else:  # the same every epoch
-        ordered = tf.constant(order.ordered_units(seed, 0), tf.int64)
-    taken = tf.range(order.num_batches, dtype=tf.int64)
-    if order.shuffle_batches:
-        keys = hash31(seed, epoch, orders.BATCH_STREAM, order.num_batches)
-        taken = tf.argsort(keys, stable=True)
-    spans = tf.data.Dataset.from_tensor_slices(
-        (tf.gather(starts, taken), tf.gather(sizes, taken))
-    )
 
-    @tf.autograph.experimental.do_not_convert  # plain tf code
-    def batch(start, size):
-        return ordered[start : start + size]
+    def __init__(self, order, seed):
+        self.order = order
+        self.seed = seed
+        with tf.device("/CPU:0"):
+            self.starts = tf.constant(order.starts, tf.int64)
+            self.sizes = tf.constant(order.sizes, tf.int64)
+            if order.shuffle_units:
+                self.units = tf.constant(order.units, tf.int64)
+                self.group_keys = tf.constant(order.groups * orders.MAX_GROUP)
+            else:  # the same every epoch
+                self.ordered = tf.constant(order.ordered_units(seed, 0), tf.int64)
 
-    return spans.map(batch)
+    def batch_rows(self, epoch):
+        """The element indices of every batch of `epoch` (a scalar int64
+        tensor): one vectorised computation per epoch (a sort of the units,
+        a sort of the batches, one gather).
+
+        Returns:
+            `(rows, sizes)`: int64 `(num_batches, largest batch size)`
+            indices of every batch in the epoch's order, padded with -1, and
+            int64 `(num_batches,)` batch sizes.
+        """
+        order = self.order
+        if order.shuffle_units:
+            keys = self.group_keys + hash31(
+                self.seed, epoch, orders.UNIT_STREAM, len(order.units)
+            )
+            ordered = tf.gather(self.units, tf.argsort(keys, stable=True))
+        else:
+            ordered = self.ordered
+        taken = tf.range(order.num_batches, dtype=tf.int64)
+        if order.shuffle_batches:
+            keys = hash31(self.seed, epoch, orders.BATCH_STREAM, order.num_batches)
+            taken = tf.argsort(keys, stable=True)
+        starts = tf.gather(self.starts, taken)
+        sizes = tf.gather(self.sizes, taken)
+        columns = tf.range(int(order.sizes.max(initial=1)), dtype=tf.int64)
+        positions = tf.minimum(starts[:, None] + columns, len(order.units) - 1)
+        valid = columns < sizes[:, None]
+        rows = tf.where(valid, tf.gather(ordered, positions), tf.constant(-1, tf.int64))
+        return rows, sizes
 
 
 def _u64(value):

@@ -37,8 +37,12 @@ def test_in_graph_batches_equal_the_numpy_plan(
     )
     indices, splits = order.batches(seed, epoch)
     expected = np.split(indices, splits[1:-1]) if len(splits) > 1 else []
-    graph = epochs.ordered_batches(order, seed, tf.constant(epoch, tf.int64))
-    actual = [batch.numpy() for batch in graph]
+    graph_order = epochs.GraphOrder(order, seed)
+    rows, row_sizes = graph_order.batch_rows(tf.constant(epoch, tf.int64))
+    actual = [
+        row[:size] for row, size in zip(rows.numpy(), row_sizes.numpy(), strict=True)
+    ]
+    assert (rows.numpy()[rows.numpy() < 0] == -1).all()
     assert len(actual) == len(expected)
     for a, e in zip(actual, expected, strict=True):
         np.testing.assert_array_equal(a, e)

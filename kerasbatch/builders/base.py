@@ -734,6 +734,17 @@ class Builder(PlannedBuilder):
             )
         sizes = np.unique(self.plan().batch_sizes)
         batch_fn = self._batch_function(int(sizes[0]) if len(sizes) == 1 else None)
+        with tf.device("/CPU:0"):  # captured by `_epoch_batches`
+            bounds = self._element_bounds
+            self._epoch_tensors = (
+                epochs_lib.GraphOrder(self._order, self.seed),
+                tf.constant(self._element_limits),
+                None if bounds is None else tf.constant(bounds),
+                [
+                    (tf.constant(lengths), self._paddings[name])
+                    for name, lengths in self._component_lengths.items()
+                ],
+            )
         return self._planned_dataset(batch_fn, num_batches)
 
     def _batch_function(self, static_batch_size):
@@ -743,34 +754,28 @@ class Builder(PlannedBuilder):
     def _epoch_batches(self, epoch):
         """Per batch of `epoch`: its indices, size, padded lengths and cut
         limit, computed in the graph as `make_plan` computes them."""
-        limits = tf.constant(self._element_limits)
-        bounds = None
-        if self._element_bounds is not None:
-            bounds = tf.constant(self._element_bounds)
-        columns = [
-            (tf.constant(lengths), self._paddings[name])
-            for name, lengths in self._component_lengths.items()
-        ]
-
-        @tf.autograph.experimental.do_not_convert  # plain tf code
-        def arguments(indices):
-            limit = tf.gather(limits, indices[0])
-            padded = [tf.zeros([0], tf.int64)]
-            for lengths, padding in columns:
-                if padding.fixed_length is not None:
-                    length = tf.constant(padding.fixed_length, tf.int64)
-                elif padding.length == "bucket":
-                    length = tf.gather(bounds, indices[0])
-                else:
-                    length = tf.reduce_max(
-                        tf.minimum(tf.gather(lengths, indices), limit)
-                    )
-                padded.append(length[tf.newaxis])
-            size = tf.size(indices, out_type=tf.int64)
-            return indices, size, tf.concat(padded, axis=0), limit
-
-        batches = epochs_lib.ordered_batches(self._order, self.seed, epoch)
-        return batches.map(arguments)
+        graph_order, limits, bounds, columns = self._epoch_tensors
+        rows, sizes = graph_order.batch_rows(epoch)
+        first = rows[:, 0]
+        batch_limits = tf.gather(limits, first)
+        valid = rows >= 0
+        padded = [tf.zeros([tf.shape(rows)[0], 0], tf.int64)]
+        for lengths, padding in columns:
+            if padding.fixed_length is not None:
+                length = tf.fill(
+                    tf.shape(first), tf.constant(padding.fixed_length, tf.int64)
+                )
+            elif padding.length == "bucket":
+                length = tf.gather(bounds, first)
+            else:
+                kept = tf.minimum(
+                    tf.gather(lengths, tf.maximum(rows, 0)), batch_limits[:, None]
+                )
+                length = tf.reduce_max(tf.where(valid, kept, 0), axis=1)
+            padded.append(length[:, None])
+        return tf.data.Dataset.from_tensor_slices(
+            (rows, sizes, tf.concat(padded, axis=1), batch_limits)
+        )
 
 
 class _BatchFunction:
