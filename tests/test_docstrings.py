@@ -49,6 +49,7 @@ WITH_EXAMPLES = {
     "kerasbatch.packing",
     "kerasbatch.losses.masked_mean_squared_error",
     "kerasbatch.losses.negative_snr",
+    "kerasbatch.orders",
     "kerasbatch.padding",
     "kerasbatch.plotting",
     "kerasbatch.reducers",
