@@ -88,5 +88,52 @@ class GraphOrder:
         return rows, sizes
 
 
+class GraphPackedOrder:
+    """A `kerasbatch.orders.PackedOrder` whose epochs are computed in-graph
+    (as `GraphOrder`, from tensors made once).
+
+    Args:
+        order: a `kerasbatch.orders.PackedOrder`.
+        seed: the builder's int seed.
+    """
+
+    def __init__(self, order, seed):
+        self.order = order
+        self.seed = seed
+        self.rows = GraphOrder(order.rows, seed)
+        with tf.device("/CPU:0"):
+            self.candidates = tf.constant(order.candidates, tf.int64)
+            self.length_keys = tf.constant(order.lengths * orders.MAX_GROUP)
+            self.slot_ranks = tf.constant(order.slot_ranks, tf.int64)
+            self.row_keys = tf.constant(order.row_of_slot * orders.MAX_GROUP)
+            self.row_splits = tf.constant(order.row_splits, tf.int64)
+
+    def batch_rows(self, epoch):
+        """Every batch of `epoch` (a scalar int64 tensor) as `(elements,
+        segments, num_rows)`: int64 `(num_batches, most elements)` element
+        indices row after row (padded past the batch's own), int64
+        `(num_batches, batch_size)` sequences per row (0 past the batch's
+        rows), and int64 `(num_batches,)` rows per batch."""
+        keys = self.length_keys
+        if self.order.shuffle:
+            keys = keys + hash31(
+                self.seed, epoch, orders.UNIT_STREAM, len(self.order.candidates)
+            )
+        by_length = tf.gather(self.candidates, tf.argsort(keys, stable=True))
+        elements = tf.gather(by_length, self.slot_ranks)
+        if self.order.shuffle:
+            keys = self.row_keys + hash31(
+                self.seed, epoch, orders.SLOT_STREAM, len(self.order.slot_ranks)
+            )
+            elements = tf.gather(elements, tf.argsort(keys, stable=True))
+        rows, num_rows = self.rows.batch_rows(epoch)
+        packed = tf.RaggedTensor.from_row_splits(elements, self.row_splits)
+        batch_elements = tf.gather(packed, tf.maximum(rows, 0)).merge_dims(1, 2)
+        segments = tf.where(
+            rows >= 0, tf.gather(packed.row_lengths(), tf.maximum(rows, 0)), 0
+        )
+        return batch_elements.to_tensor(-1), segments, num_rows
+
+
 def _u64(value):
     return tf.constant(int(value), tf.uint64)

@@ -32,6 +32,7 @@ import numpy as np
 #: Streams of the hash, so that unit and batch orders are independent.
 UNIT_STREAM = 0
 BATCH_STREAM = 1
+SLOT_STREAM = 2
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 #: Groups must stay below this, so that `group * 2**31 + hash31` fits int64.
@@ -210,3 +211,92 @@ class EpochOrder:
         splits = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         offsets = np.repeat(self.starts[taken] - splits[:-1], sizes)
         return ordered[np.arange(splits[-1]) + offsets], splits
+
+
+@dataclasses.dataclass(frozen=True)
+class PackedOrder:
+    """Packed rows fixed at build, and how epochs reshuffle them.
+
+    Which rows a packing forms (how many, and the lengths in each) depends
+    only on the multiset of lengths (`kerasbatch.packing.pack`), so the
+    deterministic packing is computed once; every epoch then, by hash:
+
+    - elements of equal length trade places (the k-th slot of length L takes
+      the k-th element of length L in the epoch's `(length, hash)` order);
+    - the sequences of a row come in a fresh order;
+    - the rows come in a fresh order, and consecutive rows form the batches
+      (`rows`, an `EpochOrder` over row indices).
+
+    Attributes:
+        candidates: int64 element indices packed.
+        lengths: int64 (cut) length of every candidate.
+        slot_ranks: int64, for every slot of the deterministic packing (row
+            after row), the rank of its element among the candidates sorted
+            by `(length, index)`.
+        row_splits: int64 offsets of the rows into the slots.
+        rows: the `EpochOrder` of the rows' batches.
+        shuffle: reshuffle every epoch.
+    """
+
+    candidates: np.ndarray
+    lengths: np.ndarray
+    slot_ranks: np.ndarray
+    row_splits: np.ndarray
+    rows: EpochOrder
+    shuffle: bool
+
+    @classmethod
+    def of_packing(
+        cls, candidates, lengths, packing, batch_size, drop_remainder, shuffle
+    ):
+        """From a deterministic `kerasbatch.packing.Packing` of `lengths`."""
+        candidates = np.asarray(candidates, np.int64)
+        lengths = np.asarray(lengths, np.int64)
+        rank = np.empty(len(lengths), np.int64)
+        rank[np.argsort(lengths, kind="stable")] = np.arange(len(lengths))
+        rows = EpochOrder.of_groups(
+            np.arange(packing.num_rows),
+            np.zeros(packing.num_rows, np.int64),
+            [batch_size],
+            drop_remainder,
+            shuffle_units=shuffle,
+            shuffle_batches=False,
+        )
+        return cls(
+            candidates=candidates,
+            lengths=lengths,
+            slot_ranks=rank[packing.order],
+            row_splits=np.asarray(packing.row_splits, np.int64),
+            rows=rows,
+            shuffle=bool(shuffle),
+        )
+
+    @property
+    def row_of_slot(self):
+        return np.repeat(np.arange(len(self.row_splits) - 1), np.diff(self.row_splits))
+
+    def slot_elements(self, seed, epoch):
+        """The element of every slot in `epoch`, row after row (rows in
+        their fixed order, each row's sequences in the epoch's order)."""
+        keys = self.lengths * MAX_GROUP
+        if self.shuffle:
+            keys = keys + hash31(seed, epoch, UNIT_STREAM, len(keys))
+        by_length = self.candidates[np.argsort(keys, kind="stable")]
+        elements = by_length[self.slot_ranks]
+        if not self.shuffle:
+            return elements
+        keys = self.row_of_slot * MAX_GROUP + hash31(
+            seed, epoch, SLOT_STREAM, len(elements)
+        )
+        return elements[np.argsort(keys, kind="stable")]
+
+    def batches(self, seed, epoch):
+        """`(indices, row_splits, batch_splits)` of `epoch`: element indices
+        row after row, the offsets of the rows into them, and the offsets of
+        the batches into the rows."""
+        elements = self.slot_elements(seed, epoch)
+        rows, batch_splits = self.rows.batches(seed, epoch)
+        counts = np.diff(self.row_splits)[rows]
+        row_splits = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        offsets = np.repeat(self.row_splits[rows] - row_splits[:-1], counts)
+        return elements[np.arange(row_splits[-1]) + offsets], row_splits, batch_splits

@@ -184,17 +184,6 @@ def make_plan(
     )
 
 
-def batch_splits(num_elements, batch_size, drop_remainder):
-    """Offsets that cut `num_elements` ordered elements into batches."""
-    if num_elements == 0:
-        return np.zeros(1, dtype=np.int64)
-    ends = np.arange(batch_size, num_elements + batch_size, batch_size)
-    ends = np.minimum(ends, num_elements)
-    if drop_remainder and num_elements % batch_size:
-        ends = ends[:-1]
-    return np.concatenate([[0], ends]).astype(np.int64)
-
-
 def _segment_sum(values, splits):
     """Sum of every batch (batches are never empty)."""
     if len(splits) == 1:

@@ -87,7 +87,12 @@ GRAPH_BUILDERS = {
     ),
     "chunk": lambda: kerasbatch.ChunkBuilder(6, batch_size=8, seed=3),
     "window": lambda: kerasbatch.WindowBuilder(4, 4, drop_remainder=False, seed=3),
+    "packed": lambda: kerasbatch.PackedBuilder(24, batch_size=3, seed=3),
 }
+
+
+def flat(batch):
+    return [np.asarray(t) for t in tf.nest.flatten(batch)]
 
 
 def graph_ops(dataset):
@@ -110,7 +115,7 @@ def test_built_datasets_call_no_python(kind):
     assert not {"PyFunc", "EagerPyFunc", "PyFuncStateless"} & graph_ops(dataset)
 
 
-@pytest.mark.parametrize("kind", GRAPH_BUILDERS)
+@pytest.mark.parametrize("kind", sorted(set(GRAPH_BUILDERS) - {"packed"}))
 def test_every_epoch_yields_its_plan_and_statistics(kind):
     x, lengths = make_sequences(60, max_length=20, min_length=1)
     builder = GRAPH_BUILDERS[kind]()
@@ -139,14 +144,33 @@ def test_an_iterator_checkpointed_mid_epoch_resumes_with_the_same_batches(
     iterator = iter(dataset)
     next(iterator), next(iterator)
     path = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "it"))
-    uninterrupted = [tuple(np.asarray(t) for t in b) for b in iterator]
+    uninterrupted = [flat(b) for b in iterator]
 
     builder = GRAPH_BUILDERS[kind]()  # as a restarted process would
     dataset = builder.build(x, np.arange(60))
     restored = iter(dataset)
     tf.train.Checkpoint(iterator=restored).restore(path)
-    resumed = [tuple(np.asarray(t) for t in b) for b in restored]
+    resumed = [flat(b) for b in restored]
     assert len(resumed) == len(uninterrupted) == int(dataset.cardinality()) - 2
     for a, b in zip(resumed, uninterrupted, strict=True):
         for ta, tb in zip(a, b, strict=True):
             np.testing.assert_array_equal(ta, tb)
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_packed_rows_in_the_graph_are_the_planned_rows(shuffle):
+    x, _ = make_sequences(300, max_length=19, min_length=1)
+    builder = kerasbatch.PackedBuilder(
+        32, batch_size=4, seed=5, shuffle=shuffle, drop_remainder=shuffle
+    )
+    dataset = builder.build(x)
+    for epoch in range(3):
+        rows = [row for batch in dataset for row in batch["x"].numpy()]
+        plan = builder.plan(epoch)
+        assert len(rows) == plan.num_rows
+        for row, planned in zip(rows, plan.rows(), strict=True):
+            ids = row[row > 0]  # element i is i + 1 repeated
+            np.testing.assert_array_equal(np.unique(ids), np.sort(planned + 1))
+            assert np.array_equal(
+                ids[np.sort(np.unique(ids, return_index=True)[1])], planned + 1
+            )

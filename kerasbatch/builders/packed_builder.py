@@ -4,8 +4,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasbatch import packing, sources
-from kerasbatch import plan as plan_lib
+from kerasbatch import epochs as epochs_lib
+from kerasbatch import orders, packing, sources
 from kerasbatch.builders.base import PlannedBuilder, _bool, _optional_positive_int
 
 SEGMENT_IDS = "segment_ids"
@@ -16,13 +16,15 @@ POSITIONS = "positions"
 class PackedBuilder(PlannedBuilder):
     """Rows of `sequence_length` positions, each packed with several sequences.
 
-    Each epoch, the sequences are packed into rows by best-fit decreasing
-    (`kerasbatch.packing.pack`): almost no position is padding. The rows are
+    The sequences are packed into rows by best-fit decreasing
+    (`kerasbatch.packing.pack`) once, at `build`: almost no position is
+    padding. The rows are
     cut into batches of `batch_size` rows, all padded to `sequence_length`,
     so the model sees one shape (two with a smaller last batch). Which
     sequences share a row (among those of equal length), their order in the
-    row and the order of the rows are reshuffled every epoch, from
-    `(seed, epoch)`; the number of rows is the same every epoch.
+    row and the order of the rows are reshuffled every epoch, in the
+    `tf.data` graph, from `(seed, epoch)` (`kerasbatch.orders.PackedOrder`);
+    the number of rows is the same every epoch.
 
     A model tells the packed sequences apart by two int32 inputs of shape
     `(batch, sequence_length)` that x gains: `"segment_ids"` (1, 2, ... for
@@ -203,6 +205,14 @@ class PackedBuilder(PlannedBuilder):
             self.sequence_length,
             self.max_segments_per_row,
         )
+        self._order = orders.PackedOrder.of_packing(
+            candidates,
+            self._cut_lengths[candidates],
+            rows,
+            self.batch_size,
+            self.drop_remainder,
+            self.shuffle,
+        )
         if self.drop_remainder and rows.num_rows < self.batch_size:
             self._data = None
             raise ValueError(
@@ -229,19 +239,8 @@ class PackedBuilder(PlannedBuilder):
             )
 
     def _make_plan(self, epoch):
-        rng = np.random.default_rng([self.seed, epoch]) if self.shuffle else None
+        indices, row_splits, batch_splits = self._order.batches(self.seed, epoch)
         candidates = self._candidates
-        rows = packing.pack(
-            self._cut_lengths[candidates],
-            self.sequence_length,
-            self.resolved_max_segments,
-            rng,
-        )
-        batch_splits = plan_lib.batch_splits(
-            rows.num_rows, self.batch_size, self.drop_remainder
-        )
-        row_splits = rows.row_splits[: batch_splits[-1] + 1]
-        indices = candidates[rows.order[: row_splits[-1]]]
         token_lengths = self._cut_lengths[indices]
         cut = self._lengths[indices] - token_lengths
         num_components = len(self._data.sequence_components)
@@ -271,35 +270,17 @@ class PackedBuilder(PlannedBuilder):
         plan = self.plan(0)
         full = np.all(plan.rows_per_batch == self.batch_size)
         pack_rows = _PackRows(self, self.batch_size if full else None)
+        # Tensors made once, captured by `_epoch_batches`.
+        self._graph_order = epochs_lib.GraphPackedOrder(self._order, self.seed)
         return self._planned_dataset(
             tf.autograph.experimental.do_not_convert(pack_rows),  # plain tf code
             plan.num_batches,
         )
 
     def _epoch_batches(self, epoch):
-        """The rows of `epoch`'s plan, from NumPy (`tf.numpy_function`)."""
-        shapes = [None, None], [None, self.batch_size], [None]
-        arrays = tf.numpy_function(
-            lambda epoch: self._plan_arrays(int(epoch)),
-            [epoch],
-            (tf.int64,) * len(shapes),
-            name="plan_epoch",
-        )
-        for array, shape in zip(arrays, shapes, strict=True):
-            array.set_shape(shape)
-        return tf.data.Dataset.from_tensor_slices(tuple(arrays))
-
-    def _plan_arrays(self, epoch):
-        """Per batch: its element indices (padded with -1), the segments of
-        each of its rows (padded with 0) and its number of rows."""
-        plan = self.plan(epoch)
-        rows = plan.rows_per_batch
-        counts = np.diff(plan.row_splits[plan.batch_splits])
-        elements = np.full((plan.num_batches, counts.max()), -1, dtype=np.int64)
-        elements[np.arange(counts.max()) < counts[:, None]] = plan.indices
-        segments = np.zeros((plan.num_batches, self.batch_size), dtype=np.int64)
-        segments[np.arange(self.batch_size) < rows[:, None]] = plan.segments_per_row
-        return elements, segments, rows.astype(np.int64)
+        """Every batch of `epoch`, in-graph: its elements row after row, the
+        sequences in each row, and its number of rows."""
+        return tf.data.Dataset.from_tensor_slices(self._graph_order.batch_rows(epoch))
 
 
 class _PackRows:
