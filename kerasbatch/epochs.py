@@ -36,9 +36,9 @@ def hash31(seed, epoch, stream, count):
 class GraphOrder:
     """An `EpochOrder` whose epochs are computed with TensorFlow ops.
 
-    Its arrays become tensors once, when the pipeline is made; the
-    pipeline's functions capture them (rather than embed them as constants,
-    which every new iterator would instantiate and optimise again).
+    Its arrays become tensors once, when the pipeline is made, and the
+    pipeline's functions capture them; each epoch then costs one hash, two
+    stable sorts and one gather (about 2 ms for 20 000 elements).
 
     Args:
         order: a `kerasbatch.orders.EpochOrder`.
