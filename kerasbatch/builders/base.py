@@ -2,6 +2,7 @@
 
 import collections
 import copy
+import dataclasses
 import gc
 import numbers
 import threading
@@ -736,11 +737,11 @@ class Builder(PlannedBuilder):
         batch_fn = self._batch_function(int(sizes[0]) if len(sizes) == 1 else None)
         with tf.device("/CPU:0"):  # captured by `_epoch_batches`
             bounds = self._element_bounds
-            self._epoch_tensors = (
-                epochs_lib.GraphOrder(self._order, self.seed),
-                tf.constant(self._element_limits),
-                None if bounds is None else tf.constant(bounds),
-                [
+            self._epoch_tensors = _EpochTensors(
+                order=epochs_lib.GraphOrder(self._order, self.seed),
+                limits=tf.constant(self._element_limits),
+                bounds=None if bounds is None else tf.constant(bounds),
+                columns=[
                     (tf.constant(lengths), self._paddings[name])
                     for name, lengths in self._component_lengths.items()
                 ],
@@ -754,19 +755,19 @@ class Builder(PlannedBuilder):
     def _epoch_batches(self, epoch):
         """Per batch of `epoch`: its indices, size, padded lengths and cut
         limit, computed in the graph as `make_plan` computes them."""
-        graph_order, limits, bounds, columns = self._epoch_tensors
-        rows, sizes = graph_order.batch_rows(epoch)
+        tensors = self._epoch_tensors
+        rows, sizes = tensors.order.batch_rows(epoch)
         first = rows[:, 0]
-        batch_limits = tf.gather(limits, first)
+        batch_limits = tf.gather(tensors.limits, first)
         valid = rows >= 0
         padded = [tf.zeros([tf.shape(rows)[0], 0], tf.int64)]
-        for lengths, padding in columns:
+        for lengths, padding in tensors.columns:
             if padding.fixed_length is not None:
                 length = tf.fill(
                     tf.shape(first), tf.constant(padding.fixed_length, tf.int64)
                 )
             elif padding.length == "bucket":
-                length = tf.gather(bounds, first)
+                length = tf.gather(tensors.bounds, first)
             else:
                 kept = tf.minimum(
                     tf.gather(lengths, tf.maximum(rows, 0)), batch_limits[:, None]
@@ -776,6 +777,23 @@ class Builder(PlannedBuilder):
         return tf.data.Dataset.from_tensor_slices(
             (rows, sizes, tf.concat(padded, axis=1), batch_limits)
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class _EpochTensors:
+    """What `Builder._epoch_batches` reads, made once per dataset.
+
+    Attributes:
+        order: the `kerasbatch.epochs.GraphOrder` of the batches.
+        limits: int64 cut length of every element.
+        bounds: int64 bucket padding bound of every element, or None.
+        columns: `(int64 lengths, Padding)` of every sequence component.
+    """
+
+    order: epochs_lib.GraphOrder
+    limits: tf.Tensor
+    bounds: tf.Tensor | None
+    columns: list
 
 
 class _BatchFunction:
