@@ -63,13 +63,15 @@ class Recorder(keras.Model):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, **kw):
         return ops.mean(ops.square(y_pred))
 
-    def train_step(self, data):
-        self.trained.append(tokens(data))
-        return super().train_step(data)
+    # The data is the last argument on every backend (JAX passes the state
+    # first); run_eagerly makes it concrete.
+    def train_step(self, *arguments):
+        self.trained.append(tokens(arguments[-1]))
+        return super().train_step(*arguments)
 
-    def test_step(self, data):
-        self.validated.append(tokens(data))
-        return super().test_step(data)
+    def test_step(self, *arguments):
+        self.validated.append(tokens(arguments[-1]))
+        return super().test_step(*arguments)
 
 
 def recorder():
