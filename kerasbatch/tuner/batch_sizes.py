@@ -6,6 +6,7 @@ import os
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from kerasbatch.builders.base import _bool, _is_int, _optional_positive_int
@@ -421,6 +422,8 @@ class _Probe:
 
         def step():
             batch = self.builder.element_batch(self.index, batch_size)
+            if keras.backend.backend() != "tensorflow":  # e.g. JAX: numpy in
+                batch = tf.nest.map_structure(np.asarray, batch)
             if isinstance(batch, tuple):
                 self.model.train_on_batch(*batch)
             else:
