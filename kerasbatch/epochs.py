@@ -16,10 +16,10 @@ from kerasbatch import orders
 def mix64(z):
     """`kerasbatch.orders.mix64` on a uint64 tensor."""
     z = tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(30))) * _u64(
-        orders._MIX1
+        orders.MIX1
     )
     z = tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(27))) * _u64(
-        orders._MIX2
+        orders.MIX2
     )
     return tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(31)))
 

@@ -29,12 +29,13 @@ import dataclasses
 
 import numpy as np
 
-#: Streams of the hash, so that unit and batch orders are independent.
+#: Streams of the hash, so that unit, batch and slot orders are independent.
 UNIT_STREAM = 0
 BATCH_STREAM = 1
 SLOT_STREAM = 2
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
+#: SplitMix64's multipliers (`mix64`).
+MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+MIX2 = np.uint64(0x94D049BB133111EB)
 #: Groups must stay below this, so that `group * 2**31 + hash31` fits int64.
 MAX_GROUP = 2**31
 
@@ -55,8 +56,8 @@ def mix64(z):
     6238072747940578789
     """
     with np.errstate(over="ignore"):
-        z = (z ^ (z >> np.uint64(30))) * _MIX1
-        z = (z ^ (z >> np.uint64(27))) * _MIX2
+        z = (z ^ (z >> np.uint64(30))) * MIX1
+        z = (z ^ (z >> np.uint64(27))) * MIX2
     return z ^ (z >> np.uint64(31))
 
 
