@@ -219,11 +219,16 @@ def small_builder():
     return kerasbatch.SortedBuilder(batch_size=4, seed=3)
 
 
-@pytest.mark.parametrize("callback", [PaddingEfficiency, Throughput])
-def test_a_callback_cannot_guess_between_datasets_in_use(callback):
+def train_and_val():
+    """A small builder and the training and validation datasets it built."""
     builder = small_builder()
     train = builder.build(sequences(TRAIN_LENGTHS, 1))
-    val = builder.build(sequences(VAL_LENGTHS, 1001))
+    return builder, train, builder.build(sequences(VAL_LENGTHS, 1001))
+
+
+@pytest.mark.parametrize("callback", [PaddingEfficiency, Throughput])
+def test_a_callback_cannot_guess_between_datasets_in_use(callback):
+    builder, train, val = train_and_val()
     with pytest.raises(ValueError, match=r"cannot tell which dataset.*dataset=train"):
         recorder().fit(
             train, validation_data=val, verbose=0, callbacks=[callback(builder)]
@@ -231,9 +236,7 @@ def test_a_callback_cannot_guess_between_datasets_in_use(callback):
 
 
 def test_the_training_dataset_is_the_one_left_once_validation_data_is_named():
-    builder = small_builder()
-    train = builder.build(sequences(TRAIN_LENGTHS, 1))
-    val = builder.build(sequences(VAL_LENGTHS, 1001))
+    builder, train, val = train_and_val()
     history = recorder().fit(
         train,
         validation_data=val,
@@ -268,9 +271,7 @@ def test_validation_data_of_another_builder_is_reported_too():
 
 
 def test_no_validation_figure_in_epochs_without_validation():
-    builder = small_builder()
-    train = builder.build(sequences(TRAIN_LENGTHS, 1))
-    val = builder.build(sequences(VAL_LENGTHS, 1001))
+    builder, train, val = train_and_val()
     history = recorder().fit(
         train,
         validation_data=val,
@@ -324,9 +325,7 @@ def test_statistics_of_a_dataset_from_elsewhere_name_the_problem():
 
 
 def test_set_epoch_reaches_every_dataset_of_the_builder():
-    builder = small_builder()
-    train = builder.build(sequences(TRAIN_LENGTHS, 1))
-    val = builder.build(sequences(VAL_LENGTHS, 1001))
+    builder, train, val = train_and_val()
     builder.set_epoch(5)
     list(train)
     list(val)
