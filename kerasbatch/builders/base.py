@@ -15,6 +15,7 @@ from kerasbatch import epochs as epochs_lib
 from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
+from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.config import Configurable
 
 OVERFLOW_POLICIES = ("error", "truncate", "drop")
@@ -268,6 +269,12 @@ class SharedSettings(Configurable):
         with tf.control_dependencies([self._started.assign(epoch)]):
             return tf.identity(epoch)
 
+    def _read_epoch(self):
+        """In a pipeline: reads the epoch counter (a tensor), not advancing it."""
+        epoch = self._epoch.read_value()
+        with tf.control_dependencies([self._started.assign(epoch)]):
+            return tf.identity(epoch)
+
     def _prefetched(self, dataset):
         if not self.prefetch:
             return dataset
@@ -427,15 +434,84 @@ class PlannedBuilder(SharedSettings):
         raise NotImplementedError
 
     # --------------------------------------------------------------- pipeline
-    def _planned_dataset(self, batch_function, num_batches):
+    def distribute(self, strategy, dataset=None):
+        """The built dataset's batches, per replica, for `strategy`.
+
+        Returns a `tf.distribute.DistributedDataset` for `model.fit` under
+        `strategy.scope()`. Every step, each replica gets its part of the
+        same global batch of the plan (`batch_size` is global, as in Keras),
+        padded to that batch's length: all replicas train on the same bucket
+        and shape at every step, run the plan's number of steps, and one
+        epoch holds every element exactly once across all replicas (see
+        `kerasbatch.builders.replicas`). Epochs, `set_epoch`,
+        `statistics()` and the callbacks are those of the built dataset.
+
+        Args:
+            strategy: a `tf.distribute.Strategy` (e.g. `MirroredStrategy`,
+                `MultiWorkerMirroredStrategy`).
+            dataset: the built dataset to distribute (default: the latest).
+
+        Raises:
+            RuntimeError: nothing was built yet.
+            ValueError: a fixed global batch size (`batch_size`, or a
+                bucket's) is not a multiple of the number of replicas.
+
+        Example:
+
+        >>> import numpy as np, tensorflow as tf
+        >>> import kerasbatch
+        >>> builder = kerasbatch.BucketBuilder(num_buckets=2, batch_size=4)
+        >>> train = builder.build([np.ones(n) for n in range(1, 9)])
+        >>> per_replica = builder.distribute(tf.distribute.get_strategy())
+        >>> sum(1 for _ in per_replica) == len(train)
+        True
+        """
+        served = self._serving(dataset)
+        if served is self or served._data is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.distribute needs a built dataset: call "
+                "build(x, ...) first."
+            )
+        replicas_lib.check_divisible(
+            served._fixed_batch_sizes(),
+            strategy.num_replicas_in_sync,
+            type(self).__name__,
+        )
+
+        def per_pipeline(input_context):
+            slice_ = replicas_lib.ReplicaSlice.of(strategy, input_context)
+            return served._make_dataset(slice_)
+
+        distributed = strategy.distribute_datasets_from_function(per_pipeline)
+        # tf.distribute reports the per-pipeline dataset's cardinality (one
+        # element per local replica and step), which Keras takes for steps.
+        distributed._cardinality = served.plan().num_batches
+        _SERVING[distributed] = served
+        return distributed
+
+    def _fixed_batch_sizes(self):
+        """`[(setting, global batch size)]` that replicas must share evenly
+        (subclass hook; budgets that size batches themselves are not)."""
+        return [("batch_size", self.batch_size)]
+
+    def _planned_dataset(self, batch_function, num_batches, replicas=None):
         """Each iteration: the next epoch's batches, made by `batch_function`.
 
         The epoch is read (and advanced) once per iteration; a checkpoint
         of the iterator keeps the running epoch and position in it, and
-        ignores the epoch counter, which `set_epoch` drives.
+        ignores the epoch counter, which `set_epoch` drives. With
+        `replicas` (a `ReplicaSlice`), each batch is cut into the parts of
+        those replicas, one element per replica and step.
         """
-        epochs = tf.data.Dataset.range(1).map(lambda _: self._start_epoch())
-        dataset = epochs.flat_map(self._epoch_batches)
+        if replicas is None:
+            epochs = tf.data.Dataset.range(1).map(lambda _: self._start_epoch())
+            dataset = epochs.flat_map(self._epoch_batches)
+        else:
+            epochs = tf.data.Dataset.range(1).map(lambda _: self._read_epoch())
+            dataset = epochs.flat_map(
+                lambda epoch: self._replica_epoch(epoch, replicas)
+            )
+            num_batches *= replicas.count
         dataset = dataset.map(
             batch_function, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
         )
@@ -443,15 +519,51 @@ class PlannedBuilder(SharedSettings):
         options.experimental_external_state_policy = (
             tf.data.experimental.ExternalStatePolicy.IGNORE
         )
-        return (
-            self._prefetched(dataset)
-            .apply(tf.data.experimental.assert_cardinality(num_batches))
-            .with_options(options)
-        )
+        dataset = self._prefetched(dataset)
+        if replicas is not None:
+            dataset = self._advanced_at_end(dataset)
+        return dataset.apply(
+            tf.data.experimental.assert_cardinality(num_batches)
+        ).with_options(options)
 
     def _epoch_batches(self, epoch):
         """The batch function's arguments for every batch of `epoch` (a
         tensor), as a dataset (subclass hook)."""
+        raise NotImplementedError
+
+    def _replica_epoch(self, epoch, replicas):
+        """The parts of `epoch`'s batches that `replicas` train on, one per
+        replica and step."""
+        return self._epoch_batches(epoch).flat_map(
+            lambda *batch: tf.data.Dataset.from_tensor_slices(
+                self._replica_parts(batch, replicas)
+            )
+        )
+
+    def _advanced_at_end(self, dataset):
+        """`dataset`, which moves the epoch counter to the epoch it read + 1
+        when its last element is taken.
+
+        Under a strategy, Keras makes an iterator at the end of every epoch
+        that it never uses, and the prefetch to the devices starts it at
+        once. So iterators of distributed datasets read the epoch without
+        advancing it (`_read_epoch`), and one taken to its end advances it:
+        an unused iterator holds one element per device and never gets
+        there (unless the epoch is that short; `EpochReshuffle` sets the
+        epoch then). Idempotent: every iterator of epoch e sets e + 1.
+        """
+
+        def advance(_):
+            with tf.control_dependencies([self._epoch.assign(self._started + 1)]):
+                return tf.nest.map_structure(_empty_like, dataset.element_spec)
+
+        end = tf.data.Dataset.range(1).map(advance)
+        return dataset.concatenate(end.filter(lambda *_: False))
+
+    def _replica_parts(self, batch, replicas):
+        """The batch function's arguments of every part of one global
+        `batch` that `replicas` (a `ReplicaSlice`) train on, stacked (subclass
+        hook)."""
         raise NotImplementedError
 
 
@@ -726,7 +838,7 @@ class Builder(PlannedBuilder):
         )
 
     # --------------------------------------------------------------- pipeline
-    def _make_dataset(self):
+    def _make_dataset(self, replicas=None):
         num_batches = self.plan().num_batches
         if num_batches == 0:
             raise ValueError(
@@ -734,7 +846,10 @@ class Builder(PlannedBuilder):
                 "overflow='drop'). Lower the batch size or keep the remainder."
             )
         sizes = np.unique(self.plan().batch_sizes)
-        batch_fn = self._batch_function(int(sizes[0]) if len(sizes) == 1 else None)
+        if replicas is not None:
+            batch_fn = self._batch_function(replicas.static_size(sizes))
+        else:
+            batch_fn = self._batch_function(int(sizes[0]) if len(sizes) == 1 else None)
         with tf.device("/CPU:0"):  # captured by `_epoch_batches`
             bounds = self._element_bounds
             self._epoch_tensors = _EpochTensors(
@@ -746,7 +861,7 @@ class Builder(PlannedBuilder):
                     for name, lengths in self._component_lengths.items()
                 ],
             )
-        return self._planned_dataset(batch_fn, num_batches)
+        return self._planned_dataset(batch_fn, num_batches, replicas)
 
     def _batch_function(self, static_batch_size):
         """The pipeline's `(indices, size, padded lengths, limit) → batch` map."""
@@ -776,6 +891,18 @@ class Builder(PlannedBuilder):
             padded.append(length[:, None])
         return tf.data.Dataset.from_tensor_slices(
             (rows, sizes, tf.concat(padded, axis=1), batch_limits)
+        )
+
+    def _replica_parts(self, batch, replicas):
+        rows, size, padded_lengths, limit = batch
+        start, part = replicas.spans(size)
+        parts = replicas_lib.take_parts(rows, start, part, fill=-1)
+        repeat = tf.stack([replicas.count, 1])
+        return (
+            parts,
+            part,
+            tf.tile(padded_lengths[None], repeat),
+            tf.fill([replicas.count], limit),
         )
 
 
@@ -861,6 +988,16 @@ class _BatchFunction:
         if self.structure[role] == "single":
             return tensors[role]
         return {c.key: tensors[c.name] for c in self.components if c.role == role}
+
+
+def _empty_like(spec):
+    """A value of `spec` (a tensor or sparse tensor spec) with no entries."""
+    shape = [d or 0 for d in spec.shape]
+    if isinstance(spec, tf.SparseTensorSpec):
+        return tf.SparseTensor(
+            tf.zeros([0, len(shape)], tf.int64), tf.zeros([0], spec.dtype), shape
+        )
+    return tf.zeros(shape, spec.dtype)
 
 
 def _is_int(value):

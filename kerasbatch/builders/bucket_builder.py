@@ -357,6 +357,14 @@ class BucketBuilder(BucketSettings, Builder):
             bucket, self.bucket_lengths[bucket], len(members), longest
         )
 
+    def _fixed_batch_sizes(self):
+        if self.bucket_batch_sizes is None:
+            return [] if self.batch_size is None else [("batch_size", self.batch_size)]
+        return [
+            (f"bucket_batch_sizes[{bucket}] (bucket {bucket})", size)
+            for bucket, size in enumerate(self.bucket_batch_sizes)
+        ]
+
     def _epoch_order(self):
         return orders.EpochOrder.of_groups(
             self._candidates,

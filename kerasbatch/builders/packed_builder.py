@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from kerasbatch import epochs as epochs_lib
 from kerasbatch import orders, packing, sources
+from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders.base import PlannedBuilder, _bool, _optional_positive_int
 
 SEGMENT_IDS = "segment_ids"
@@ -266,21 +267,40 @@ class PackedBuilder(PlannedBuilder):
         return real * num_components, padded * num_components
 
     # --------------------------------------------------------------- pipeline
-    def _make_dataset(self):
+    def _make_dataset(self, replicas=None):
         plan = self.plan(0)
-        full = np.all(plan.rows_per_batch == self.batch_size)
-        pack_rows = _PackRows(self, self.batch_size if full else None)
+        if replicas is not None:
+            static_batch_size = replicas.static_size(plan.rows_per_batch)
+        elif np.all(plan.rows_per_batch == self.batch_size):
+            static_batch_size = self.batch_size
+        else:
+            static_batch_size = None
+        pack_rows = _PackRows(self, static_batch_size)
         # Tensors made once, captured by `_epoch_batches`.
         self._graph_order = epochs_lib.GraphPackedOrder(self._order, self.seed)
         return self._planned_dataset(
             tf.autograph.experimental.do_not_convert(pack_rows),  # plain tf code
             plan.num_batches,
+            replicas,
         )
 
     def _epoch_batches(self, epoch):
         """Every batch of `epoch`, in-graph: its elements row after row, the
         sequences in each row, and its number of rows."""
         return tf.data.Dataset.from_tensor_slices(self._graph_order.batch_rows(epoch))
+
+    def _replica_parts(self, batch, replicas):
+        """Every replica's rows of the packed batch, and their elements."""
+        elements, segments, num_rows = batch
+        start, part = replicas.spans(num_rows)
+        row_segments = replicas_lib.take_parts(segments, start, part, fill=0)
+        ends = tf.concat([[0], tf.cumsum(segments)], axis=0)
+        first_element = tf.gather(ends, start)
+        element_counts = tf.gather(ends, start + part) - first_element
+        row_elements = replicas_lib.take_parts(
+            elements, first_element, element_counts, fill=-1
+        )
+        return row_elements, row_segments, part
 
 
 class _PackRows:

@@ -324,12 +324,13 @@ class _WindowFunction(_BatchFunction):
     def __call__(self, row, size, padded_lengths, limit):
         indices = row[:size]
         limit = limit if self.may_cut else None
+        planned = dict(zip(self.paddings, tf.unstack(padded_lengths), strict=True))
         tensors = {}
         for component, tensor in zip(self.components, self.tensors, strict=True):
             reducer = self.reducers[component.name]
             window = _window(component, tensor, indices, limit)
             try:
-                tensors[component.name] = reducer.reduce(window)
+                reduced = reducer.reduce(window)
             except (TypeError, ValueError) as error:
                 named = type(error)(
                     f"The reducer {reducer!r} of component {component.name!r} "
@@ -337,7 +338,23 @@ class _WindowFunction(_BatchFunction):
                 )
                 named.ag_pass_through = True  # AutoGraph keeps the message as is
                 raise named from error
+            if component.name in planned and isinstance(
+                reducer, reducers_lib.PaddedBatch
+            ):
+                reduced = _pad_to(reduced, planned[component.name], reducer.value)
+            tensors[component.name] = reduced
         return self._structure(tensors, lengths={})
+
+
+def _pad_to(batch, length, value):
+    """`batch` (dense) padded along its time axis to the plan's `length`: the
+    window's own longest element alone, but the whole window's under
+    `distribute`, where each replica reduces a part of it."""
+    if not isinstance(batch, tf.Tensor) or batch.shape.rank < 2:
+        return batch
+    extra = tf.maximum(length - tf.shape(batch, out_type=tf.int64)[1], 0)
+    paddings = tf.pad([[0, extra]], [[1, batch.shape.rank - 2], [0, 0]])
+    return tf.pad(batch, paddings, constant_values=tf.cast(value, batch.dtype))
 
 
 def _window(component, tensor, indices, limit):

@@ -85,6 +85,7 @@ class PaddingEfficiency(keras.callbacks.Callback):
         self.validation_data = validation_data
         self._training = self._validation = None
         self._validated = False
+        self._data_epoch = None
 
     def on_train_begin(self, logs=None):
         self._training, self._validation = fit_sources(
@@ -96,11 +97,17 @@ class PaddingEfficiency(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._validated = False
+        self._data_epoch = None
 
     def on_test_end(self, logs=None):
         self._validated = True
 
     def on_train_batch_end(self, batch, logs=None):
+        if self._data_epoch is None:
+            # The epoch the data of this fit epoch comes from. Read now, not
+            # at the epoch's end: by then Keras may have started the next
+            # iterator (under a strategy it does).
+            self._data_epoch = self._training_source().last_started_epoch
         if not self.per_batch or logs is None:
             return
         real, padded = self._training_source().running_positions(batch + 1)
@@ -109,7 +116,9 @@ class PaddingEfficiency(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if logs is None:
             return
-        self._write(logs, "", self._training_source().statistics())
+        self._write(
+            logs, "", self._training_source().statistics(epoch=self._data_epoch)
+        )
         if self._validation is not None and self._validated:
             self._write(logs, "val_", self._validation.statistics())
 

@@ -1,0 +1,98 @@
+"""Run by `test_distribute.py` in a process of its own: 2 epochs of `model.fit`
+under `MirroredStrategy` on 2 logical CPU devices, for the builder kinds named
+on the command line. Prints one JSON object: per kind, the tokens every
+replica trained on at every step, the logged padding efficiency and the
+statistics of both epochs, and the errors of bad requests."""
+
+import json
+import os
+import sys
+import threading
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import tensorflow as tf  # noqa: E402
+
+_cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    _cpu, [tf.config.LogicalDeviceConfiguration()] * 2
+)
+
+import numpy as np  # noqa: E402
+from test_built_datasets import (  # noqa: E402
+    BUILDERS,
+    TRAIN_LENGTHS,
+    Recorder,
+    build,
+    tokens,
+)
+
+import kerasbatch  # noqa: E402
+from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency  # noqa: E402
+
+
+class ReplicaRecorder(Recorder):
+    """Records `(step, replica, tokens)` for every replica's batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.lock = threading.Lock()
+        self.steps = []
+
+    def train_step(self, data):
+        context = tf.distribute.get_replica_context()
+        replica = int(context.replica_id_in_sync_group)
+        with self.lock:
+            self.steps.append((replica, tokens(data).tolist()))
+        return super().train_step(data)
+
+
+def fit(kind, strategy):
+    """`kind` names a builder; `plain-<kind>` fits its built dataset as is."""
+    builder = BUILDERS[kind.removeprefix("plain-")]()
+    train = build(builder, TRAIN_LENGTHS, 1)
+    per_replica = train if kind.startswith("plain-") else builder.distribute(strategy)
+    with strategy.scope():
+        model = ReplicaRecorder()
+        model(tf.zeros([1, 1], tf.int32))
+        model.compile(optimizer="sgd", run_eagerly=True)
+    history = model.fit(
+        per_replica,
+        epochs=2,
+        verbose=0,
+        callbacks=[EpochReshuffle(builder), PaddingEfficiency(builder)],
+    )
+    return {
+        "steps": model.steps,
+        "padding_efficiency": history.history["padding_efficiency"],
+        "statistics": [
+            builder.statistics(epoch).padding_efficiency for epoch in range(2)
+        ],
+    }
+
+
+def errors(strategy):
+    """The messages of bad requests."""
+    found = {}
+    try:
+        kerasbatch.BucketBuilder(num_buckets=2).distribute(strategy)
+    except RuntimeError as error:
+        found["before_build"] = str(error)
+    builder = kerasbatch.BucketBuilder(boundaries=[5], bucket_batch_sizes=[8, 5])
+    builder.build([np.ones(n) for n in range(1, 12)])
+    try:
+        builder.distribute(strategy)
+    except ValueError as error:
+        found["indivisible"] = str(error)
+    return found
+
+
+def main(kinds):
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    results = {kind: fit(kind, strategy) for kind in kinds}
+    results["errors"] = errors(strategy)
+    print("RESULT " + json.dumps(results))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
