@@ -16,6 +16,7 @@ from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders import replicas as replicas_lib
+from kerasbatch.builders import service as service_lib
 from kerasbatch.config import Configurable
 
 OVERFLOW_POLICIES = ("error", "truncate", "drop")
@@ -163,8 +164,12 @@ class SharedSettings(Configurable):
         when nothing was built since the last `adapt`."""
         if dataset is None:
             return self._latest or self
-        if self._datasets is not None and dataset in self._datasets:
-            return self._datasets[dataset]
+        if self._datasets is not None:
+            if dataset in self._datasets:
+                return self._datasets[dataset]
+            served = _SERVING.get(dataset)  # from distribute(...) of a build
+            if any(served is copy_ for copy_ in self._datasets.values()):
+                return served
         builder_of(dataset)  # names a dataset that no builder returned
         raise ValueError(
             f"This dataset was built by another builder than {self!r}; ask "
@@ -466,12 +471,7 @@ class PlannedBuilder(SharedSettings):
         >>> sum(1 for _ in per_replica) == len(train)
         True
         """
-        served = self._serving(dataset)
-        if served is self or served._data is None:
-            raise RuntimeError(
-                f"{type(self).__name__}.distribute needs a built dataset: call "
-                "build(x, ...) first."
-            )
+        served = self._built_copy(dataset, "distribute")
         replicas_lib.check_divisible(
             served._fixed_batch_sizes(),
             strategy.num_replicas_in_sync,
@@ -489,10 +489,120 @@ class PlannedBuilder(SharedSettings):
         _SERVING[distributed] = served
         return distributed
 
+    def distribute_with_service(
+        self,
+        service,
+        *,
+        processing_mode="distributed_epoch",
+        epochs=1,
+        initial_epoch=0,
+        num_workers=None,
+        dataset=None,
+        timeout=30.0,
+    ):
+        """The built dataset's batches for `epochs` epochs, made by the
+        workers of a tf.data service.
+
+        The dataset sent to the service carries its epochs as data and holds
+        no Python, so the workers can run it in other processes or machines
+        (see `kerasbatch.builders.service`). Batch `k` of the result is
+        batch `k % steps` of epoch `initial_epoch + k // steps`, where
+        `steps = len(built dataset)`: train with `model.fit(remote,
+        epochs=epochs, steps_per_epoch=steps)`, and `statistics()` and the
+        callbacks follow the epoch that is arriving.
+
+        Args:
+            service: the dispatcher's address, `"grpc://host:port"`.
+            processing_mode: `"distributed_epoch"` (each batch made once, by
+                one of the workers; the order depends on their speed) or
+                `"parallel_epochs"` (every worker makes every batch in the
+                plan's order: exactly once only with `num_workers=1`).
+            epochs: how many epochs the dataset holds.
+            initial_epoch: the first epoch (to resume a run).
+            num_workers: with `"parallel_epochs"`, the number of workers the
+                service has; it must be 1.
+            dataset: the built dataset to serve (default: the latest).
+            timeout: seconds to wait for the dispatcher to accept a
+                connection before raising.
+
+        Returns:
+            A `tf.data.Dataset` of `epochs * steps` batches.
+
+        Raises:
+            RuntimeError: nothing was built yet.
+            ValueError: a processing mode that cannot keep every epoch
+                exactly once; bad `epochs` / `initial_epoch`.
+            ConnectionError: no dispatcher answers at `service`.
+
+        Example:
+
+        >>> import numpy as np, tensorflow as tf
+        >>> import kerasbatch
+        >>> dispatcher = tf.data.experimental.service.DispatchServer()
+        >>> worker = tf.data.experimental.service.WorkerServer(
+        ...     tf.data.experimental.service.WorkerConfig(
+        ...         dispatcher_address=dispatcher.target.split("://")[1]))
+        >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+        >>> train = builder.build([np.ones(n) for n in (1, 2, 3, 4)])
+        >>> remote = builder.distribute_with_service(
+        ...     dispatcher.target, processing_mode="parallel_epochs",
+        ...     num_workers=1, epochs=2)
+        >>> [tuple(batch.shape) for batch in remote]
+        [(2, 2), (2, 4), (2, 2), (2, 4)]
+        """
+        served = self._built_copy(dataset, "distribute_with_service")
+        service_lib.check_mode(processing_mode, num_workers)
+        if not _is_int(epochs) or epochs <= 0:
+            raise ValueError(f"epochs must be a positive int, got {epochs!r}.")
+        if not _is_int(initial_epoch) or initial_epoch < 0:
+            raise ValueError(
+                f"initial_epoch must be a non-negative int, got {initial_epoch!r}."
+            )
+        service_lib.check_reachable(service, timeout)
+        batch_function, num_batches = served._pipeline(None)
+        batches = service_lib.global_batches(
+            served, int(epochs), int(initial_epoch), num_batches
+        ).map(batch_function, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        remote = batches.apply(
+            tf.data.experimental.service.distribute(processing_mode, service)
+        )
+
+        def arrived(number, batch):
+            epoch = initial_epoch + number // num_batches
+            with tf.control_dependencies([served._started.assign(epoch)]):
+                return tf.nest.map_structure(tf.identity, batch)
+
+        remote = served._prefetched(remote.enumerate().map(arrived))
+        remote = remote.apply(
+            tf.data.experimental.assert_cardinality(epochs * num_batches)
+        )
+        _SERVING[remote] = served
+        return remote
+
+    def _built_copy(self, dataset, method):
+        """The copy serving the built `dataset` (default: the latest)."""
+        served = self._serving(dataset)
+        if served is self or served._data is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.{method} needs a built dataset: call "
+                "build(x, ...) first."
+            )
+        return served
+
     def _fixed_batch_sizes(self):
         """`[(setting, global batch size)]` that replicas must share evenly
         (subclass hook; budgets that size batches themselves are not)."""
         return [("batch_size", self.batch_size)]
+
+    def _make_dataset(self, replicas=None):
+        """The built dataset (per-replica parts with `replicas`)."""
+        batch_function, num_batches = self._pipeline(replicas)
+        return self._planned_dataset(batch_function, num_batches, replicas)
+
+    def _pipeline(self, replicas):
+        """`(batch function, batches per epoch)`; makes the tensors that
+        `_batch_arguments` reads (subclass hook)."""
+        raise NotImplementedError
 
     def _planned_dataset(self, batch_function, num_batches, replicas=None):
         """Each iteration: the next epoch's batches, made by `batch_function`.
@@ -528,7 +638,13 @@ class PlannedBuilder(SharedSettings):
 
     def _epoch_batches(self, epoch):
         """The batch function's arguments for every batch of `epoch` (a
-        tensor), as a dataset (subclass hook)."""
+        tensor), as a dataset."""
+        return tf.data.Dataset.from_tensor_slices(self._batch_arguments(epoch))
+
+    def _batch_arguments(self, epoch):
+        """The batch function's arguments of every batch of `epoch` (a
+        tensor), stacked: a tuple of tensors whose first axis is the batch
+        (subclass hook)."""
         raise NotImplementedError
 
     def _replica_epoch(self, epoch, replicas):
@@ -838,7 +954,7 @@ class Builder(PlannedBuilder):
         )
 
     # --------------------------------------------------------------- pipeline
-    def _make_dataset(self, replicas=None):
+    def _pipeline(self, replicas):
         num_batches = self.plan().num_batches
         if num_batches == 0:
             raise ValueError(
@@ -850,7 +966,7 @@ class Builder(PlannedBuilder):
             batch_fn = self._batch_function(replicas.static_size(sizes))
         else:
             batch_fn = self._batch_function(int(sizes[0]) if len(sizes) == 1 else None)
-        with tf.device("/CPU:0"):  # captured by `_epoch_batches`
+        with tf.device("/CPU:0"):  # captured by `_batch_arguments`
             bounds = self._element_bounds
             self._epoch_tensors = _EpochTensors(
                 order=epochs_lib.GraphOrder(self._order, self.seed),
@@ -861,13 +977,13 @@ class Builder(PlannedBuilder):
                     for name, lengths in self._component_lengths.items()
                 ],
             )
-        return self._planned_dataset(batch_fn, num_batches, replicas)
+        return batch_fn, num_batches
 
     def _batch_function(self, static_batch_size):
         """The pipeline's `(indices, size, padded lengths, limit) → batch` map."""
         return _BatchFunction(self, static_batch_size)
 
-    def _epoch_batches(self, epoch):
+    def _batch_arguments(self, epoch):
         """Per batch of `epoch`: its indices, size, padded lengths and cut
         limit, computed in the graph as `make_plan` computes them."""
         tensors = self._epoch_tensors
@@ -889,9 +1005,7 @@ class Builder(PlannedBuilder):
                 )
                 length = tf.reduce_max(tf.where(valid, kept, 0), axis=1)
             padded.append(length[:, None])
-        return tf.data.Dataset.from_tensor_slices(
-            (rows, sizes, tf.concat(padded, axis=1), batch_limits)
-        )
+        return rows, sizes, tf.concat(padded, axis=1), batch_limits
 
     def _replica_parts(self, batch, replicas):
         rows, size, padded_lengths, limit = batch
@@ -908,7 +1022,7 @@ class Builder(PlannedBuilder):
 
 @dataclasses.dataclass(frozen=True)
 class _EpochTensors:
-    """What `Builder._epoch_batches` reads, made once per dataset.
+    """What `Builder._batch_arguments` reads, made once per dataset.
 
     Attributes:
         order: the `kerasbatch.epochs.GraphOrder` of the batches.

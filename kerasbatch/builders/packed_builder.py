@@ -267,7 +267,7 @@ class PackedBuilder(PlannedBuilder):
         return real * num_components, padded * num_components
 
     # --------------------------------------------------------------- pipeline
-    def _make_dataset(self, replicas=None):
+    def _pipeline(self, replicas):
         plan = self.plan(0)
         if replicas is not None:
             static_batch_size = replicas.static_size(plan.rows_per_batch)
@@ -276,18 +276,15 @@ class PackedBuilder(PlannedBuilder):
         else:
             static_batch_size = None
         pack_rows = _PackRows(self, static_batch_size)
-        # Tensors made once, captured by `_epoch_batches`.
+        # Tensors made once, captured by `_batch_arguments`.
         self._graph_order = epochs_lib.GraphPackedOrder(self._order, self.seed)
-        return self._planned_dataset(
-            tf.autograph.experimental.do_not_convert(pack_rows),  # plain tf code
-            plan.num_batches,
-            replicas,
-        )
+        # plain tf code
+        return tf.autograph.experimental.do_not_convert(pack_rows), plan.num_batches
 
-    def _epoch_batches(self, epoch):
+    def _batch_arguments(self, epoch):
         """Every batch of `epoch`, in-graph: its elements row after row, the
         sequences in each row, and its number of rows."""
-        return tf.data.Dataset.from_tensor_slices(self._graph_order.batch_rows(epoch))
+        return self._graph_order.batch_rows(epoch)
 
     def _replica_parts(self, batch, replicas):
         """Every replica's rows of the packed batch, and their elements."""

@@ -13,7 +13,9 @@ def fit_sources(builder, dataset, validation_data, caller):
 
     Args:
         builder: the builder given to the callback.
-        dataset: the dataset `model.fit` trains on, or None: the one dataset
+        dataset: the dataset `model.fit` trains on (built by `builder`, or
+            made from a built one by `distribute` or
+            `distribute_with_service`), or None: the one dataset
             `builder` built that is still in use (other than
             `validation_data`), or `builder` itself when it built none.
         validation_data: the validation dataset (returned by any builder's
@@ -32,13 +34,18 @@ def fit_sources(builder, dataset, validation_data, caller):
     validation = None if validation_data is None else builder_of(validation_data)
     built = builder.built_datasets()
     if dataset is not None:
-        if not any(d is dataset for d in built):
+        try:
+            served = builder_of(dataset)
+        except ValueError:
+            served = None
+        if served is None or not any(builder_of(d) is served for d in built):
             raise ValueError(
                 f"{caller}: the dataset given was not built by {builder!r} "
                 "(or is derived from one it built by map, repeat, ...). Pass "
-                "the dataset this builder's build() returned."
+                "a dataset this builder's build(), distribute() or "
+                "distribute_with_service() returned."
             )
-        return builder_of(dataset), validation
+        return served, validation
     in_use = [d for d in built if d is not validation_data]
     if len(in_use) > 1:
         raise ValueError(

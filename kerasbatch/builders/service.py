@@ -1,0 +1,121 @@
+"""Batches made by tf.data service workers: epochs as data, not as state.
+
+A built dataset reads its epoch from a `tf.Variable` in the builder's
+process; a tf.data service worker runs the dataset's graph in another
+process, where that variable does not exist. So the dataset a builder sends
+to the service carries its epochs as data:
+
+- its source is `Dataset.range` over the global batch numbers of `epochs`
+  epochs (batch `i` is batch `i % num_batches` of epoch
+  `initial_epoch + i // num_batches`);
+- a `scan` keeps the batch arguments of the epoch running on that worker,
+  computed in the graph from `(seed, epoch)` exactly as the local pipeline
+  does (`kerasbatch.epochs`) and recomputed only when the epoch changes;
+- the batch function gathers and pads the batch, on the worker.
+
+The graph holds no Python and no client state, so it can be serialised and
+sent to the dispatcher. With `processing_mode="distributed_epoch"` the
+dispatcher hands the batch numbers out to the workers one at a time
+(dynamic sharding): every batch of every epoch is made exactly once, by
+whichever worker asks first, and arrives in an order that depends on the
+workers' speed. With `"parallel_epochs"` every worker makes every batch, in
+the plan's order: exactly once only with a single worker, which is why the
+builder asks for `num_workers=1` with that mode.
+
+At the client, a running count of the batches that arrived tells the epoch
+(`last_started_epoch`), so `statistics()` and the callbacks describe the
+epoch being trained on.
+"""
+
+import socket
+import urllib.parse
+
+import tensorflow as tf
+
+DYNAMIC_MODES = (
+    "distributed_epoch",
+    tf.data.experimental.service.ShardingPolicy.DYNAMIC,
+)
+OFF_MODES = ("parallel_epochs", tf.data.experimental.service.ShardingPolicy.OFF)
+
+
+def check_mode(processing_mode, num_workers):
+    """Raises unless `processing_mode` keeps every epoch exactly once."""
+    if processing_mode in DYNAMIC_MODES:
+        return
+    if processing_mode in OFF_MODES:
+        if num_workers == 1:
+            return
+        raise ValueError(
+            "processing_mode='parallel_epochs' makes every worker produce "
+            "every batch, so with N workers an epoch holds each element N "
+            "times. Use processing_mode='distributed_epoch' (each batch made "
+            "once, by one of the workers), or pass num_workers=1 if the "
+            f"service has a single worker (got num_workers={num_workers!r})."
+        )
+    raise ValueError(
+        f"processing_mode {processing_mode!r} cannot keep every epoch exactly "
+        "once for a builder's batches; use 'distributed_epoch' (or "
+        "ShardingPolicy.DYNAMIC), or 'parallel_epochs' with one worker."
+    )
+
+
+def check_reachable(service, timeout):
+    """Raises if nothing accepts a connection at the dispatcher's address
+    within `timeout` seconds (the tf.data service client would wait forever).
+
+    Args:
+        service: `"grpc://host:port"` or `"host:port"`.
+        timeout: seconds.
+    """
+    if not isinstance(service, str):
+        raise TypeError(
+            "service must be the dispatcher's address as a string, e.g. "
+            f"'grpc://localhost:5050', got {service!r}."
+        )
+    parsed = urllib.parse.urlsplit(service if "://" in service else f"//{service}")
+    try:
+        host, port = parsed.hostname, parsed.port
+    except ValueError:
+        host = port = None
+    if not host or not port:
+        raise ValueError(
+            f"service {service!r} is not a dispatcher address of the form "
+            "'grpc://host:port'."
+        )
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        raise ConnectionError(
+            f"No tf.data service dispatcher answers at {service!r} (waited "
+            f"{timeout:g} s: {error}). Start one "
+            "(tf.data.experimental.service.DispatchServer) or fix the address."
+        ) from None
+
+
+def global_batches(builder, epochs, initial_epoch, num_batches):
+    """The batch function's arguments of `epochs` epochs, one per batch, as
+    a dataset with no state outside its graph (see the module docstring).
+
+    Args:
+        builder: the built copy serving the dataset (its `_batch_arguments`).
+        epochs: how many epochs.
+        initial_epoch: the first epoch.
+        num_batches: batches per epoch.
+    """
+    first = builder._batch_arguments(tf.constant(initial_epoch, tf.int64))
+
+    def step(state, number):
+        cached_epoch, cached = state
+        epoch = initial_epoch + number // num_batches
+        arguments = tf.cond(
+            tf.equal(epoch, cached_epoch),
+            lambda: cached,
+            lambda: builder._batch_arguments(epoch),
+        )
+        batch = tuple(values[number % num_batches] for values in arguments)
+        return (epoch, arguments), batch
+
+    numbers = tf.data.Dataset.range(epochs * num_batches)
+    initial = (tf.constant(initial_epoch, tf.int64), first)
+    return numbers.scan(initial, step)

@@ -1,0 +1,43 @@
+"""A tf.data service dispatcher or worker in a process of its own, for tests.
+
+    python service_server.py dispatcher PORT
+    python service_server.py worker DISPATCHER_PORT
+
+Listens on loopback only and exits by itself after `LIFETIME` seconds, or
+as soon as its parent closes its stdin, so a test never leaves one behind.
+"""
+
+import os
+import sys
+import threading
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import tensorflow as tf  # noqa: E402
+
+LIFETIME = 600
+
+
+def main(role, port):
+    service = tf.data.experimental.service
+    if role == "dispatcher":
+        server = service.DispatchServer(service.DispatcherConfig(port=port))
+    else:
+        server = service.WorkerServer(
+            service.WorkerConfig(
+                dispatcher_address=f"127.0.0.1:{port}",
+                worker_address="127.0.0.1:%port%",
+            )
+        )
+    print("ready", flush=True)
+    closed = threading.Event()
+    threading.Thread(
+        target=lambda: (sys.stdin.read(), closed.set()), daemon=True
+    ).start()
+    closed.wait(LIFETIME)
+    del server
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))
