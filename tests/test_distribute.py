@@ -6,11 +6,14 @@ the fits run in a process of their own (`mirrored_fit.py`), bounded in time.
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from multi_worker_fit import KILL_STEP
 from test_built_datasets import TRAIN_LENGTHS, expected_counts, reference, token_counts
 
 IN_MEMORY = ["padded", "sorted", "bucket", "packed", "chunk", "window"]
@@ -72,3 +75,95 @@ def test_distribute_names_what_is_wrong(mirrored):
     assert "call build(x, ...) first" in errors["before_build"]
     assert "bucket_batch_sizes[1] (bucket 1)=5" in errors["indivisible"]
     assert "multiple of 2 (e.g. 4 or 6)" in errors["indivisible"]
+
+
+def free_ports(count):
+    probes = [socket.socket() for _ in range(count)]
+    for probe in probes:
+        probe.bind(("127.0.0.1", 0))
+    ports = [probe.getsockname()[1] for probe in probes]
+    for probe in probes:
+        probe.close()
+    return ports
+
+
+def run_workers(directory, phase):
+    """Both workers of a MultiWorkerMirroredStrategy job, in processes of
+    their own; returns per worker its `[epoch, step, tokens]` records and
+    its other lines."""
+    ports = ",".join(map(str, free_ports(2)))
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "multi_worker_fit.py",
+                str(directory),
+                str(i),
+                ports,
+                phase,
+            ],
+            cwd=HERE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    try:
+        errors = [worker.communicate(timeout=240)[1] for worker in workers]
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+    expected = -signal.SIGKILL if phase == "interrupted" else 0
+    for worker, error in zip(workers, errors, strict=True):
+        assert worker.returncode == expected, error[-3000:]
+    records = []
+    for i in range(2):
+        with open(directory / f"{phase}-{i}.jsonl") as log:
+            records.append([json.loads(line) for line in log])
+    return records
+
+
+@pytest.fixture(scope="module")
+def multi_worker(tmp_path_factory):
+    full = tmp_path_factory.mktemp("full")
+    preempted = tmp_path_factory.mktemp("preempted")
+    return {
+        "full": run_workers(full, "full"),
+        "interrupted": run_workers(preempted, "interrupted"),
+        "resumed": run_workers(preempted, "resumed"),
+    }
+
+
+def steps_of(records, epoch):
+    return [r[2] for r in records if r[0] == epoch and isinstance(r[1], int)]
+
+
+def test_multi_worker_fit_is_exactly_once_and_in_lock_step(multi_worker):
+    workers = multi_worker["full"]
+    for epoch in range(2):
+        expected, statistics = reference("bucket", TRAIN_LENGTHS, 1, epoch)
+        first, second = (steps_of(records, epoch) for records in workers)
+        assert len(first) == len(second) == len(expected)  # equal step counts
+        for a, b, batch in zip(first, second, expected, strict=True):
+            a, b = np.array(a), np.array(b).reshape(-1, *batch.shape[1:])
+            assert a.shape[1:] == b.shape[1:] == batch.shape[1:]  # lock-step
+            np.testing.assert_array_equal(np.concatenate([a, b]), batch)
+        trained = [np.array(s) for s in first + second]
+        assert token_counts(trained) == expected_counts(TRAIN_LENGTHS, 1)
+        for records in workers:
+            (logs,) = [r[2] for r in records if r[0] == epoch and r[1] == "logs"]
+            assert logs["padding_efficiency"] == statistics.padding_efficiency
+
+
+def test_a_killed_multi_worker_job_resumes_with_the_uninterrupted_batches(
+    multi_worker,
+):
+    for full, interrupted, resumed in zip(*multi_worker.values(), strict=True):
+        assert steps_of(interrupted, 0) == steps_of(full, 0)
+        assert steps_of(interrupted, 1) == steps_of(full, 1)[: KILL_STEP + 1]
+        # BackupAndRestore restarts the interrupted epoch (Keras keeps no
+        # position inside it); EpochReshuffle makes it the same epoch.
+        assert steps_of(resumed, 0) == []
+        assert steps_of(resumed, 1) == steps_of(full, 1)

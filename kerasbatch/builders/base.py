@@ -114,6 +114,10 @@ class SharedSettings(Configurable):
         self.prefetch = prefetch
         self._reset_run_state(epoch=0)
         self._datasets = weakref.WeakKeyDictionary()  # built dataset -> copy
+        # Every copy still serving a dataset: a built one, or one made from
+        # it by `distribute` / `distribute_with_service` (that one may
+        # outlive the built dataset).
+        self._copies = weakref.WeakValueDictionary()  # id(copy) -> copy
         self._latest = None  # the copy serving the latest built dataset
 
     # ----------------------------------------------------------------- config
@@ -151,11 +155,12 @@ class SharedSettings(Configurable):
         statistics for its whole life (see `builder_of`).
         """
         served = copy.copy(self)
-        served._datasets = None  # a copy serves one dataset; it builds none
+        served._datasets = served._copies = None  # a copy builds nothing
         served._latest = None
         served._reset_run_state(epoch=int(self._epoch.numpy()))
         dataset = make_dataset(served)
         self._datasets[dataset] = _SERVING[dataset] = served
+        self._copies[id(served)] = served
         self._latest = served
         return dataset
 
@@ -168,7 +173,7 @@ class SharedSettings(Configurable):
             if dataset in self._datasets:
                 return self._datasets[dataset]
             served = _SERVING.get(dataset)  # from distribute(...) of a build
-            if any(served is copy_ for copy_ in self._datasets.values()):
+            if served is not None and self._copies.get(id(served)) is served:
                 return served
         builder_of(dataset)  # names a dataset that no builder returned
         raise ValueError(
@@ -212,7 +217,7 @@ class SharedSettings(Configurable):
         if not _is_int(epoch) or epoch < 0:
             raise ValueError(f"epoch must be a non-negative int, got {epoch!r}.")
         self._epoch.assign(int(epoch))
-        for served in list((self._datasets or {}).values()):
+        for served in list((self._copies or {}).values()):
             served._epoch.assign(int(epoch))
 
     @property
@@ -625,16 +630,12 @@ class PlannedBuilder(SharedSettings):
         dataset = dataset.map(
             batch_function, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
         )
-        options = tf.data.Options()
-        options.experimental_external_state_policy = (
-            tf.data.experimental.ExternalStatePolicy.IGNORE
-        )
         dataset = self._prefetched(dataset)
         if replicas is not None:
             dataset = self._advanced_at_end(dataset)
-        return dataset.apply(
-            tf.data.experimental.assert_cardinality(num_batches)
-        ).with_options(options)
+        return _checkpointable(
+            dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
+        )
 
     def _epoch_batches(self, epoch):
         """The batch function's arguments for every batch of `epoch` (a
@@ -1102,6 +1103,20 @@ class _BatchFunction:
         if self.structure[role] == "single":
             return tensors[role]
         return {c.key: tensors[c.name] for c in self.components if c.role == role}
+
+
+def _checkpointable(dataset):
+    """`dataset`, whose iterator a `tf.train.Checkpoint` saves mid-epoch.
+
+    The builder's variables (epoch counter, statistics counters) are state
+    outside the iterator: a checkpoint keeps the running epoch and the
+    position in it, and leaves those out (`set_epoch` drives the counter).
+    """
+    options = tf.data.Options()
+    options.experimental_external_state_policy = (
+        tf.data.experimental.ExternalStatePolicy.IGNORE
+    )
+    return dataset.with_options(options)
 
 
 def _empty_like(spec):

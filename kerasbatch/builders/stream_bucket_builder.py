@@ -8,7 +8,12 @@ from kerasbatch import boundaries as boundaries_lib
 from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
-from kerasbatch.builders.base import SharedSettings, _bool, _optional_positive_int
+from kerasbatch.builders.base import (
+    SharedSettings,
+    _bool,
+    _checkpointable,
+    _optional_positive_int,
+)
 from kerasbatch.builders.bucket_builder import AUTO, BucketSettings
 
 #: Dataset functions run as written: no AutoGraph conversion (nor its cost).
@@ -267,7 +272,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             batches = batches.apply(
                 tf.data.experimental.assert_cardinality(num_batches)
             )
-        return batches
+        return _checkpointable(batches)
 
     def _resolve_buckets(self, elements, paddings, lengths, cardinality):
         """Boundaries, bounds and batch sizes; returns the batches per epoch.

@@ -338,8 +338,10 @@ class _WindowFunction(_BatchFunction):
                 )
                 named.ag_pass_through = True  # AutoGraph keeps the message as is
                 raise named from error
-            if component.name in planned and isinstance(
-                reducer, reducers_lib.PaddedBatch
+            if (
+                component.name in planned
+                and isinstance(reducer, reducers_lib.PaddedBatch)
+                and reducer.padding.fixed_length is None
             ):
                 reduced = _pad_to(reduced, planned[component.name], reducer.value)
             tensors[component.name] = reduced
@@ -354,7 +356,9 @@ def _pad_to(batch, length, value):
         return batch
     extra = tf.maximum(length - tf.shape(batch, out_type=tf.int64)[1], 0)
     paddings = tf.pad([[0, extra]], [[1, batch.shape.rank - 2], [0, 0]])
-    return tf.pad(batch, paddings, constant_values=tf.cast(value, batch.dtype))
+    padded = tf.pad(batch, paddings, constant_values=tf.cast(value, batch.dtype))
+    padded.set_shape([batch.shape[0], None, *batch.shape[2:]])
+    return padded
 
 
 def _window(component, tensor, indices, limit):

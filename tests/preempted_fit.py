@@ -1,0 +1,120 @@
+"""Run by `test_preemption.py`: training that a kill interrupts mid-epoch.
+
+    python preempted_fit.py DIR full         2 epochs, uninterrupted
+    python preempted_fit.py DIR interrupted  epoch 0, then epoch 1 up to
+                                             step STOP; the process kills
+                                             itself (SIGKILL) after the last
+                                             builder kind
+    python preempted_fit.py DIR resumed      restores model, optimizer and
+                                             iterator, finishes epoch 1
+
+Every kind trains a tiny model step by step on one builder's dataset and
+saves model, optimizer and the dataset's iterator every `SAVE_EVERY` steps
+of epoch 1 (`tf.train.CheckpointManager`). Each trained batch is written to
+`DIR/<phase>.jsonl` as it is trained (flushed, so a kill loses nothing).
+"""
+
+import hashlib
+import json
+import os
+import signal
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from test_built_datasets import (  # noqa: E402
+    BUILDERS,
+    TRAIN_LENGTHS,
+    Recorder,
+    build,
+    tokens,
+)
+
+from kerasbatch.io import TFRecordLoader, write_dataset  # noqa: E402
+
+KINDS = [*BUILDERS, "loader"]
+SAVE_EVERY = 2
+STOP = 3  # epoch 1 stops after this many steps; the last save was at step 2
+
+
+def dataset_of(kind, directory):
+    if kind != "loader":
+        builder = BUILDERS[kind]()
+        return builder, build(builder, TRAIN_LENGTHS, 1)
+    records_dir = os.path.join(directory, "records")
+    if not os.path.exists(records_dir):
+        records = [{"tokens": np.full(n, 1 + i)} for i, n in enumerate(TRAIN_LENGTHS)]
+        write_dataset(records_dir, records, num_shards=2)
+    loader = TFRecordLoader(
+        type="independent",
+        dataset={"type": "dir", "args": {"data_dir": records_dir}},
+        target_batch_size=4,
+        drop_remainder=False,
+        epochs=1,
+        num_read_buffer_bytes=0,
+        num_prefetch=1,
+        padding=False,
+        primary_features=[{"from_name": "tokens", "to_name": "x"}],
+    )
+    builder = BUILDERS["stream"]()
+    names = {"inputs": ["x"], "outputs": []}
+    lengths = loader.lengths(**names, verbose=0)
+    return builder, loader.build(**names, builder=builder, lengths=lengths)
+
+
+def digest(batch):
+    values = tokens(batch)
+    return f"{values.shape}:{hashlib.sha1(values.tobytes()).hexdigest()}"
+
+
+def run(kind, directory, phase, log):
+    tf.keras.utils.set_random_seed(0)
+    builder, dataset = dataset_of(kind, directory)
+    model = Recorder()
+    model(tf.zeros([1, 1], tf.int32))
+    model.compile(optimizer="sgd", run_eagerly=True)
+
+    def train(iterator, epoch, first_step=0, stop=None):
+        for step, batch in enumerate(iterator, start=first_step):
+            model.train_on_batch(batch)
+            log.write(json.dumps([kind, epoch, step, digest(batch)]) + "\n")
+            log.flush()
+            if step % SAVE_EVERY == SAVE_EVERY - 1:
+                manager.save(checkpoint_number=step + 1)
+            if stop is not None and step + 1 == stop:
+                return
+
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    manager = tf.train.CheckpointManager(
+        checkpoint, os.path.join(directory, kind), max_to_keep=1
+    )
+    if phase == "resumed":
+        builder.set_epoch(1)
+        iterator = iter(dataset)
+        checkpoint.iterator = iterator
+        checkpoint.restore(manager.latest_checkpoint).assert_consumed()
+        train(iterator, 1, first_step=int(manager.latest_checkpoint.split("-")[-1]))
+    else:
+        for epoch in range(2):
+            builder.set_epoch(epoch)
+            iterator = iter(dataset)
+            checkpoint.iterator = iterator
+            stop = STOP if phase == "interrupted" and epoch == 1 else None
+            train(iterator, epoch, stop=stop)
+    weights = np.concatenate([np.ravel(w) for w in model.get_weights()])
+    log.write(json.dumps([kind, "weights", weights.tolist()]) + "\n")
+    log.flush()
+
+
+def main(directory, phase):
+    with open(os.path.join(directory, f"{phase}.jsonl"), "a") as log:
+        for kind in KINDS:
+            run(kind, directory, phase, log)
+    if phase == "interrupted":
+        os.kill(os.getpid(), signal.SIGKILL)  # preempted: no clean shutdown
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
