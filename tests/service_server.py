@@ -1,7 +1,10 @@
 """A tf.data service dispatcher or worker in a process of its own, for tests.
 
-    python service_server.py dispatcher PORT
-    python service_server.py worker DISPATCHER_PORT
+    python service_server.py dispatcher PORT WORKER_PORT,WORKER_PORT,...
+    python service_server.py worker DISPATCHER_PORT WORKER_PORT
+
+The dispatcher knows its workers' addresses, as static sharding
+(`ShardingPolicy.FILE`) needs.
 
 Listens on loopback only and exits by itself after `LIFETIME` seconds, or
 as soon as its parent closes its stdin, so a test never leaves one behind.
@@ -18,15 +21,18 @@ import tensorflow as tf  # noqa: E402
 LIFETIME = 600
 
 
-def main(role, port):
+def main(role, port, workers):
     service = tf.data.experimental.service
     if role == "dispatcher":
-        server = service.DispatchServer(service.DispatcherConfig(port=port))
+        addresses = [f"127.0.0.1:{p}" for p in workers.split(",")]
+        config = service.DispatcherConfig(port=port, worker_addresses=addresses)
+        server = service.DispatchServer(config)
     else:
         server = service.WorkerServer(
             service.WorkerConfig(
                 dispatcher_address=f"127.0.0.1:{port}",
                 worker_address="127.0.0.1:%port%",
+                port=int(workers),
             )
         )
     print("ready", flush=True)
@@ -40,4 +46,4 @@ def main(role, port):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])

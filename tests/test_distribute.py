@@ -72,7 +72,7 @@ def test_replicas_train_in_lock_step_on_the_global_plan(mirrored, kind):
 
 def test_distribute_names_what_is_wrong(mirrored):
     errors = mirrored["errors"]
-    assert "call build(x, ...) first" in errors["before_build"]
+    assert "call build(...) first" in errors["before_build"]
     assert "bucket_batch_sizes[1] (bucket 1)=5" in errors["indivisible"]
     assert "multiple of 2 (e.g. 4 or 6)" in errors["indivisible"]
 

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from test_built_datasets import (
     BUILDERS,
     TRAIN_LENGTHS,
@@ -22,29 +23,38 @@ from test_built_datasets import (
 )
 
 import kerasbatch
-from kerasbatch.callbacks import PaddingEfficiency
+from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency
+from kerasbatch.io import TFRecordLoader, write_dataset
 
 IN_MEMORY = ["padded", "sorted", "bucket", "packed", "chunk", "window"]
 HERE = os.path.dirname(__file__)
 START_TIMEOUT = 120
 
 
-def free_port():
-    with socket.socket() as probe:
+def free_ports(count):
+    probes = [socket.socket() for _ in range(count)]
+    for probe in probes:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    ports = [probe.getsockname()[1] for probe in probes]
+    for probe in probes:
+        probe.close()
+    return ports
+
+
+def free_port():
+    return free_ports(1)[0]
 
 
 @contextlib.contextmanager
 def tf_data_service(num_workers):
     """A dispatcher and `num_workers` workers, each in its own process; yields
     the dispatcher's address and stops them all."""
-    port = free_port()
+    port, *worker_ports = free_ports(1 + num_workers)
     processes = []
 
-    def start(role, argument):
+    def start(role, *arguments):
         process = subprocess.Popen(
-            [sys.executable, "service_server.py", role, str(argument)],
+            [sys.executable, "service_server.py", role, *map(str, arguments)],
             cwd=HERE,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -55,8 +65,8 @@ def tf_data_service(num_workers):
         return process
 
     try:
-        start("dispatcher", port)
-        workers = [start("worker", port) for _ in range(num_workers)]
+        start("dispatcher", port, ",".join(map(str, worker_ports)))
+        workers = [start("worker", port, worker_port) for worker_port in worker_ports]
         deadline = time.monotonic() + START_TIMEOUT
         for process in [processes[0], *workers]:
             line = ""
@@ -195,3 +205,76 @@ def test_statistics_answer_for_the_served_dataset(one_worker):
     assert builder.statistics(dataset=remote, epoch=0) == builder.statistics(
         dataset=train, epoch=0
     )
+
+
+def records_loader(directory, lengths, first_id):
+    records = [{"tokens": np.full(n, first_id + i)} for i, n in enumerate(lengths)]
+    write_dataset(directory, records, num_shards=4)
+    return TFRecordLoader(
+        type="independent",
+        dataset={"type": "dir", "args": {"data_dir": str(directory)}},
+        target_batch_size=4,
+        drop_remainder=False,
+        epochs=1,
+        num_read_buffer_bytes=0,
+        num_prefetch=1,
+        padding=False,
+        primary_features=[{"from_name": "tokens", "to_name": "x"}],
+    )
+
+
+def padding_efficiency(batches):
+    real = sum(int(np.count_nonzero(b)) for b in batches)
+    return real / sum(b.size for b in batches)
+
+
+def test_stream_files_are_sharded_across_workers_and_counted_at_the_client(
+    two_workers, tmp_path
+):
+    loader = records_loader(tmp_path / "records", TRAIN_LENGTHS, 1)
+    builder = BUILDERS["stream"]()
+    names = {"inputs": ["x"], "outputs": []}
+    loader.build(**names, builder=builder, lengths=loader.lengths(**names, verbose=0))
+    remote = builder.distribute_with_service(two_workers, epochs=2)
+    model = recorder()
+    history = model.fit(
+        remote,
+        epochs=2,
+        verbose=0,
+        callbacks=[EpochReshuffle(builder), PaddingEfficiency(builder, dataset=remote)],
+    )
+    per_epoch = len(model.trained) // 2
+    for epoch in range(2):
+        trained = model.trained[epoch * per_epoch : (epoch + 1) * per_epoch]
+        assert token_counts(trained) == expected_counts(TRAIN_LENGTHS, 1)
+        logged = history.history["padding_efficiency"][epoch]
+        assert logged == pytest.approx(padding_efficiency(trained), abs=1e-12)
+    statistics = builder.statistics(dataset=remote)
+    assert statistics.num_elements == len(TRAIN_LENGTHS)
+    assert statistics.num_batches == per_epoch
+
+
+def test_stream_modes_that_cannot_shard_are_refused(tmp_path):
+    loader = records_loader(tmp_path / "records", TRAIN_LENGTHS[:9], 1)
+    builder = BUILDERS["stream"]()
+    names = {"inputs": ["x"], "outputs": []}
+    loader.build(**names, builder=builder, lengths=loader.lengths(**names, verbose=0))
+    address = f"grpc://127.0.0.1:{free_port()}"
+    sharding = tf.data.experimental.service.ShardingPolicy
+    for mode in (sharding.FILE, "distributed_epoch"):
+        with pytest.raises(ValueError, match="ShardingPolicy.HINT or"):
+            builder.distribute_with_service(address, processing_mode=mode)
+
+
+def test_stream_epochs_past_the_registered_ones_are_a_clear_error(
+    two_workers, tmp_path
+):
+    loader = records_loader(tmp_path / "records", TRAIN_LENGTHS[:9], 1)
+    builder = BUILDERS["stream"]()
+    names = {"inputs": ["x"], "outputs": []}
+    loader.build(**names, builder=builder, lengths=loader.lengths(**names, verbose=0))
+    remote = builder.distribute_with_service(two_workers, epochs=1, initial_epoch=3)
+    builder.set_epoch(3)
+    assert sum(len(tokens(b)) for b in remote) == 9
+    with pytest.raises(tf.errors.InvalidArgumentError, match="larger epochs="):
+        list(remote)  # epoch 4 was not registered

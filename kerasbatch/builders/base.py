@@ -181,6 +181,16 @@ class SharedSettings(Configurable):
             "that builder, or kerasbatch.builders.builder_of(dataset)."
         )
 
+    def _built_copy(self, dataset, method):
+        """The copy serving the built `dataset` (default: the latest)."""
+        served = self._serving(dataset)
+        if served is self:
+            raise RuntimeError(
+                f"{type(self).__name__}.{method} needs a built dataset: call "
+                "build(...) first."
+            )
+        return served
+
     def built_datasets(self):
         """The datasets this builder returned that are still in use.
 
@@ -556,14 +566,15 @@ class PlannedBuilder(SharedSettings):
         [(2, 2), (2, 4), (2, 2), (2, 4)]
         """
         served = self._built_copy(dataset, "distribute_with_service")
-        service_lib.check_mode(processing_mode, num_workers)
-        if not _is_int(epochs) or epochs <= 0:
-            raise ValueError(f"epochs must be a positive int, got {epochs!r}.")
-        if not _is_int(initial_epoch) or initial_epoch < 0:
-            raise ValueError(
-                f"initial_epoch must be a non-negative int, got {initial_epoch!r}."
-            )
-        service_lib.check_reachable(service, timeout)
+        service_lib.check_request(
+            service,
+            processing_mode,
+            num_workers,
+            epochs,
+            initial_epoch,
+            timeout,
+            service_lib.PLANNED_MODES,
+        )
         batch_function, num_batches = served._pipeline(None)
         batches = service_lib.global_batches(
             served, int(epochs), int(initial_epoch), num_batches
@@ -583,16 +594,6 @@ class PlannedBuilder(SharedSettings):
         )
         _SERVING[remote] = served
         return remote
-
-    def _built_copy(self, dataset, method):
-        """The copy serving the built `dataset` (default: the latest)."""
-        served = self._serving(dataset)
-        if served is self or served._data is None:
-            raise RuntimeError(
-                f"{type(self).__name__}.{method} needs a built dataset: call "
-                "build(x, ...) first."
-            )
-        return served
 
     def _fixed_batch_sizes(self):
         """`[(setting, global batch size)]` that replicas must share evenly

@@ -25,38 +25,88 @@ builder asks for `num_workers=1` with that mode.
 At the client, a running count of the batches that arrived tells the epoch
 (`last_started_epoch`), so `statistics()` and the callbacks describe the
 epoch being trained on.
+
+A `kerasbatch.StreamBucketBuilder` has no plan to carry: its graph holds no
+data, only how to read and bucket the input. So every epoch is registered
+as a dataset of its own with its epoch (its shuffle seed) fixed, and each
+iteration at the client reads the next epoch's dataset from the service,
+as a local iteration would; workers share out the input elements
+(`ShardingPolicy.HINT`) and bucket their share. The statistics are counted
+at the client from what each batch carries (`_measure_batch` runs on the
+workers, `_count_batch` here).
 """
 
+import numbers
 import socket
 import urllib.parse
 
 import tensorflow as tf
 
-DYNAMIC_MODES = (
-    "distributed_epoch",
-    tf.data.experimental.service.ShardingPolicy.DYNAMIC,
-)
-OFF_MODES = ("parallel_epochs", tf.data.experimental.service.ShardingPolicy.OFF)
+SHARDING = tf.data.experimental.service.ShardingPolicy
+#: Modes that keep every epoch exactly once for an in-memory builder's batches.
+PLANNED_MODES = {
+    "distributed_epoch": "'distributed_epoch'",
+    SHARDING.DYNAMIC: "ShardingPolicy.DYNAMIC",
+}
+#: ... and for a stream's: `FILE` auto-sharding cannot reach the files
+#: through the bucketing (`group_by_window`), and dynamic sharding has no
+#: single source to split, so workers shard the elements (`HINT`) or the
+#: batches (`DATA`).
+STREAM_MODES = {
+    SHARDING.HINT: "ShardingPolicy.HINT",
+    SHARDING.DATA: "ShardingPolicy.DATA",
+}
 
 
-def check_mode(processing_mode, num_workers):
+def check_request(
+    service,
+    processing_mode,
+    num_workers,
+    epochs,
+    initial_epoch,
+    timeout,
+    exactly_once_modes,
+):
+    """Raises on a request `distribute_with_service` cannot serve exactly
+    once, bad epochs, or a dispatcher that does not answer (bounded wait).
+
+    Args:
+        exactly_once_modes: `{mode: name}` of the processing modes that keep
+            every epoch exactly once with any number of workers.
+    """
+    check_mode(processing_mode, num_workers, exactly_once_modes)
+    for name, value, least in (
+        ("epochs", epochs, 1),
+        ("initial_epoch", initial_epoch, 0),
+    ):
+        if (
+            not isinstance(value, numbers.Integral)
+            or isinstance(value, bool)
+            or value < least
+        ):
+            kind = "positive" if least else "non-negative"
+            raise ValueError(f"{name} must be a {kind} int, got {value!r}.")
+    check_reachable(service, timeout)
+
+
+def check_mode(processing_mode, num_workers, exactly_once_modes):
     """Raises unless `processing_mode` keeps every epoch exactly once."""
-    if processing_mode in DYNAMIC_MODES:
+    if processing_mode in exactly_once_modes:
         return
-    if processing_mode in OFF_MODES:
+    if processing_mode in ("parallel_epochs", SHARDING.OFF):
         if num_workers == 1:
             return
         raise ValueError(
             "processing_mode='parallel_epochs' makes every worker produce "
             "every batch, so with N workers an epoch holds each element N "
-            "times. Use processing_mode='distributed_epoch' (each batch made "
-            "once, by one of the workers), or pass num_workers=1 if the "
-            f"service has a single worker (got num_workers={num_workers!r})."
+            f"times. Use {' or '.join(exactly_once_modes.values())}, or pass "
+            "num_workers=1 if the service has a single worker (got "
+            f"num_workers={num_workers!r})."
         )
     raise ValueError(
         f"processing_mode {processing_mode!r} cannot keep every epoch exactly "
-        "once for a builder's batches; use 'distributed_epoch' (or "
-        "ShardingPolicy.DYNAMIC), or 'parallel_epochs' with one worker."
+        f"once for these batches; use {' or '.join(exactly_once_modes.values())}"
+        ", or 'parallel_epochs' with one worker."
     )
 
 

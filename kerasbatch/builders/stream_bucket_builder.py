@@ -8,6 +8,8 @@ from kerasbatch import boundaries as boundaries_lib
 from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
+from kerasbatch.builders import base
+from kerasbatch.builders import service as service_lib
 from kerasbatch.builders.base import (
     SharedSettings,
     _bool,
@@ -258,6 +260,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         self._constants = None
         if cardinality == tf.data.INFINITE_CARDINALITY:
             num_batches = tf.data.INFINITE_CARDINALITY
+        self._source = dataset
         return self._serve(lambda served: served._batches(dataset, num_batches))
 
     def _batches(self, dataset, num_batches):
@@ -265,7 +268,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         self._reset_counters(len(self._elements.sequence_names))
         epochs = tf.data.Dataset.range(1).map(_plain(self._begin_epoch))
         batches = epochs.flat_map(
-            _plain(lambda epoch: self._epoch_batches(dataset, epoch))
+            _plain(lambda epoch: self._counted(self._epoch_batches(dataset, epoch)))
         )
         batches = self._prefetched(batches)
         if num_batches is not None:
@@ -273,6 +276,108 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 tf.data.experimental.assert_cardinality(num_batches)
             )
         return _checkpointable(batches)
+
+    def distribute_with_service(
+        self,
+        service,
+        *,
+        processing_mode=service_lib.SHARDING.HINT,
+        epochs=1,
+        initial_epoch=0,
+        num_workers=None,
+        dataset=None,
+        timeout=30.0,
+    ):
+        """The built dataset, its batches made by the workers of a tf.data
+        service: the input shared out across the workers, bucketed on each.
+
+        Every epoch from `initial_epoch` to `initial_epoch + epochs - 1` is
+        sent to the dispatcher as a dataset of its own, with its epoch fixed
+        (its shuffle seed): nothing in it refers to this process, so workers
+        in other processes or machines run it (the input must not call
+        Python: TFRecord files, e.g. `kerasbatch.io.TFRecordLoader`, not a
+        generator). Each worker keeps its share of the input elements
+        (`ShardingPolicy.HINT`: every N-th element of N workers) and buckets
+        and pads them. Every worker still reads the whole input: tf.data's
+        `FILE` sharding cannot reach the files through the bucketing
+        (`group_by_window`). As with the built dataset, every new iteration
+        is the next epoch (`set_epoch` and `EpochReshuffle` pin it), and
+        the statistics are counted here, at the client, from the batches
+        that arrive: exact, whatever the workers did.
+
+        Each worker keeps its own partial batches, so an epoch has up to
+        `num_buckets` smaller batches per worker, and its number of batches
+        depends on how the input falls to the workers: the dataset's
+        cardinality is unknown and Keras learns the steps in the first
+        epoch.
+
+        Args:
+            service: the dispatcher's address, `"grpc://host:port"`.
+            processing_mode: `ShardingPolicy.HINT` (the default: workers
+                share out the elements), `ShardingPolicy.DATA` (every worker
+                makes every batch and keeps its share of them), both static
+                sharding (the dispatcher needs its `worker_addresses`), or
+                `"parallel_epochs"` with `num_workers=1`.
+            epochs: how many epochs to register; iterating past the last is
+                an error.
+            initial_epoch: the first epoch registered.
+            num_workers: with `"parallel_epochs"`, the number of workers the
+                service has; it must be 1.
+            dataset: the built dataset to serve (default: the latest).
+            timeout: seconds to wait for the dispatcher to accept a
+                connection before raising.
+
+        Returns:
+            A `tf.data.Dataset`: one epoch per iteration.
+
+        Raises:
+            RuntimeError: nothing was built yet.
+            ValueError: a processing mode that cannot keep every epoch
+                exactly once; bad `epochs` / `initial_epoch`.
+            ConnectionError: no dispatcher answers at `service`.
+        """
+        served = self._built_copy(dataset, "distribute_with_service")
+        service_lib.check_request(
+            service,
+            processing_mode,
+            num_workers,
+            epochs,
+            initial_epoch,
+            timeout,
+            service_lib.STREAM_MODES,
+        )
+        source = served._source
+        shard_hint = processing_mode == service_lib.SHARDING.HINT
+        measured = [
+            served._epoch_batches(source, tf.constant(epoch, tf.int64), shard_hint)
+            for epoch in range(initial_epoch, initial_epoch + epochs)
+        ]
+        service_api = tf.data.experimental.service
+        ids = tf.stack([service_api.register_dataset(service, m) for m in measured])
+        spec = measured[0].element_spec
+
+        def epoch_batches(epoch):
+            registered = epoch - initial_epoch
+            check = tf.debugging.assert_less(
+                registered,
+                tf.constant(epochs, tf.int64),
+                message=(
+                    f"distribute_with_service registered epochs {initial_epoch} "
+                    f"to {initial_epoch + epochs - 1}; this iteration is past "
+                    "them: pass a larger epochs= (or set_epoch to one of them)"
+                ),
+            )
+            with tf.control_dependencies([check]):
+                dataset_id = tf.gather(ids, registered)
+            batches = service_api.from_dataset_id(
+                processing_mode, service, dataset_id, element_spec=spec
+            )
+            return served._counted(batches)
+
+        epochs_ = tf.data.Dataset.range(1).map(_plain(served._begin_epoch))
+        remote = served._prefetched(epochs_.flat_map(_plain(epoch_batches)))
+        base._SERVING[remote] = served
+        return remote
 
     def _resolve_buckets(self, elements, paddings, lengths, cardinality):
         """Boundaries, bounds and batch sizes; returns the batches per epoch.
@@ -398,17 +503,22 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         with tf.control_dependencies(reset):
             return tf.identity(epoch)
 
-    def _epoch_batches(self, dataset, epoch):
+    def _epoch_batches(self, dataset, epoch, shard_hint=False):
         """The batches of one epoch: one function call per element.
 
         `_prepare_element` is the only function run per element, in the
         iterating thread: these functions are small, and a parallel map's
         hand-offs between threads cost more than they do. The key, the drop
         filter and the `drop_remainder` unpacking return a component as it
-        is, which tf.data short-circuits (no call); `_count_batch` runs once
-        per batch.
+        is, which tf.data short-circuits (no call); `_measure_batch` runs
+        once per batch. The batches come with what the statistics count
+        (`_counted` counts them): a pure function of the epoch, which can
+        run where the builder's variables are not (a tf.data service worker).
         """
         c = self._pipeline_constants()
+        if shard_hint:  # each tf.data service worker keeps its share
+            hint = tf.data.experimental.SHARD_HINT
+            dataset = dataset.shard(hint, hint)
         elements = dataset.prefetch(_INPUT_PREFETCH).enumerate()
         if self.shuffle:
             elements = _seeded_shuffle(elements, self.buffer_size, self.seed, epoch)
@@ -431,7 +541,13 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             reduce_func=_plain(pad),
             window_size_func=_plain(window_size),
         )
-        batches = batches.map(_plain(self._count_batch))
+        return batches.map(_plain(self._measure_batch))
+
+    def _counted(self, measured):
+        """The batches of `measured` (from `_epoch_batches`), counted into
+        the statistics; batches `drop_remainder` drops are counted as
+        dropped and left out."""
+        batches = measured.map(_plain(self._count_batch))
         if self.drop_remainder:
             batches = batches.filter(_plain(lambda batch, full: full))
             batches = batches.map(_plain(lambda batch, full: batch))
@@ -561,12 +677,14 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         )
         return values
 
-    def _count_batch(self, batch):
-        """Counts one batch into the statistics; returns it in the input structure.
+    def _measure_batch(self, batch):
+        """One batch in the input structure, with what the statistics count.
 
-        One `assign_add` of the counters vector, one row of the running totals
-        and one insert into the set of distinct shapes, from sums over the
-        batch (no per-element work, no branches).
+        Returns `(element, counted, shape, full)`: the counters' increment
+        (`_EPOCH`.. then real and padded positions per component), the
+        batch's shape as a string `"size,length,..."`, and whether it is a
+        full batch (what `drop_remainder` keeps). Sums over the batch: no
+        per-element work, no branches.
         """
         flat = list(batch["components"])
         positions = self._elements.sequence_positions
@@ -591,20 +709,30 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             ],
             axis=0,
         )
-        shapes = tf.strings.reduce_join(
+        shape = tf.strings.reduce_join(
             tf.strings.as_string(tf.concat([[size], padded_lengths], axis=0)),
             separator=",",
-            keepdims=True,
         )
+        sizes = self._pipeline_constants()["sizes"]
+        full = size == tf.gather(sizes, batch["bucket"][0])
+        element = tf.nest.pack_sequence_as(self._elements.structure, flat)
+        if self.output_lengths or self.output_mask:
+            element = self._with_outputs(element, batch["lengths"])
+        return element, counted, shape, full
+
+    def _count_batch(self, element, counted, shape, full):
+        """Counts one measured batch into the statistics: one `assign_add` of
+        the counters vector, one row of the running totals and one insert
+        into the set of distinct shapes. Returns the element (and `full`
+        with `drop_remainder`)."""
+        shapes = shape[None]
         if self.drop_remainder:
-            sizes = self._pipeline_constants()["sizes"]
-            full = size == tf.gather(sizes, batch["bucket"][0])
             dropped = np.zeros(counted.shape[0], np.int64)
             dropped[_DROPPED] = 1
-            counted = tf.where(full, counted, size * dropped)
+            counted = tf.where(full, counted, counted[_ELEMENTS] * dropped)
             shapes = shapes[: tf.cast(full, tf.int32)]  # none for a dropped batch
         totals = self._counters.assign_add(counted)
-        num = len(positions)
+        num = len(self._elements.sequence_positions)
         real = tf.reduce_sum(totals[_NUM_SCALARS : _NUM_SCALARS + num])
         padded = tf.reduce_sum(totals[_NUM_SCALARS + num :])
         row = tf.math.floormod(totals[_BATCHES] - 1, _RING)
@@ -613,15 +741,12 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             self._shapes.insert(shapes, tf.ones(tf.shape(shapes), tf.int64)),
         ]
         with tf.control_dependencies(updates):
-            flat = [tf.identity(t) for t in flat]
+            element = tf.nest.map_structure(tf.identity, element)
         if self.drop_remainder and len(set(self.resolved_batch_sizes)) == 1:
-            for t in flat:
+            for t in tf.nest.flatten(element):
                 t.set_shape(
                     [self.resolved_batch_sizes[0]] + [None] * (t.shape.rank - 1)
                 )
-        element = tf.nest.pack_sequence_as(self._elements.structure, flat)
-        if self.output_lengths or self.output_mask:
-            element = self._with_outputs(element, batch["lengths"])
         if self.drop_remainder:
             return element, full
         return element

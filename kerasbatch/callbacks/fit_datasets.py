@@ -35,10 +35,10 @@ def fit_sources(builder, dataset, validation_data, caller):
     built = builder.built_datasets()
     if dataset is not None:
         try:
-            served = builder_of(dataset)
+            served = builder._serving(dataset)
         except ValueError:
             served = None
-        if served is None or not any(builder_of(d) is served for d in built):
+        if served is None or served is builder:
             raise ValueError(
                 f"{caller}: the dataset given was not built by {builder!r} "
                 "(or is derived from one it built by map, repeat, ...). Pass "
