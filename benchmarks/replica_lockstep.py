@@ -9,7 +9,10 @@ long sequences, and the step waits on the longer. Both feed 32 elements per
 replica and step from `BucketBuilder(num_buckets=16)` on the `lognormal`
 workload; a GRU trains for `--epochs` epochs after a warm-up epoch, and the
 figure is steps/s and elements/s of the timed epochs, measured in one
-process, alternately.
+process, alternately. (The GRU reads scaled token ids, not an `Embedding`:
+`MirroredStrategy` cannot sum the sparse gradients of embeddings of replica
+batches of different shapes, so without lock-step an `Embedding` model fails
+with "Inputs to operation AddN ... must have the same size and shape".)
 
 Usage:
 
@@ -40,7 +43,9 @@ PER_REPLICA = 32
 def gru():
     model = keras.Sequential(
         [
-            keras.layers.Embedding(1000, 32, mask_zero=True),
+            keras.layers.Rescaling(1 / 1000),
+            keras.layers.Reshape((-1, 1)),
+            keras.layers.Masking(0.0),
             keras.layers.GRU(64),
             keras.layers.Dense(1),
         ]

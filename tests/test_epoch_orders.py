@@ -174,3 +174,37 @@ def test_packed_rows_in_the_graph_are_the_planned_rows(shuffle):
             assert np.array_equal(
                 ids[np.sort(np.unique(ids, return_index=True)[1])], planned + 1
             )
+
+
+def test_planning_imports_and_runs_without_tensorflow():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "for name in ('tensorflow', 'keras', 'keras_tuner'):\n"
+        "    sys.modules[name] = None  # any import of them fails\n"
+        "import numpy as np, kerasbatch\n"
+        "order = kerasbatch.orders.EpochOrder.of_groups(\n"
+        "    np.arange(6), np.array([0, 1, 0, 1, 0, 1]), [2, 2], False,\n"
+        "    shuffle_units=True, shuffle_batches=True)\n"
+        "indices, splits = order.batches(seed=1, epoch=3)\n"
+        "print(sorted(indices.tolist()), len(splits) - 1)\n"
+        "print(kerasbatch.boundaries.optimal(np.arange(1, 50), 4))\n"
+        "try:\n"
+        "    kerasbatch.BucketBuilder\n"
+        "except ImportError as error:\n"
+        "    print(error)\n"
+        "print(any(m.split('.')[0] in ('tensorflow', 'keras')\n"
+        "          for m, v in sys.modules.items() if v is not None))\n"
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.splitlines()
+    assert output[0] == "[0, 1, 2, 3, 4, 5] 4"
+    assert "needs TensorFlow" in output[2] and "pip install tensorflow" in output[2]
+    assert output[3] == "False"
