@@ -5,14 +5,13 @@ part per replica, all of the same padded length (lock-step). Without it,
 each replica trains on batches of its own (here: the plan's batches dealt
 out in turn, `shard(2, replica)`, each of the per-replica batch size), so at
 a step one replica may get a batch of short sequences and the other one of
-long sequences, and the step waits on the longer. Both feed 32 elements per
+long sequences; both are padded to the longer (Keras 3 under
+`MirroredStrategy` fails when the replicas of a step differ in shape: "Inputs
+to operation AddN ... must have the same size and shape"). Both feed 32 elements per
 replica and step from `BucketBuilder(num_buckets=16)` on the `lognormal`
 workload; a GRU trains for `--epochs` epochs after a warm-up epoch, and the
 figure is steps/s and elements/s of the timed epochs, measured in one
-process, alternately. (The GRU reads scaled token ids, not an `Embedding`:
-`MirroredStrategy` cannot sum the sparse gradients of embeddings of replica
-batches of different shapes, so without lock-step an `Embedding` model fails
-with "Inputs to operation AddN ... must have the same size and shape".)
+process, alternately.
 
 Usage:
 
@@ -43,9 +42,7 @@ PER_REPLICA = 32
 def gru():
     model = keras.Sequential(
         [
-            keras.layers.Rescaling(1 / 1000),
-            keras.layers.Reshape((-1, 1)),
-            keras.layers.Masking(0.0),
+            keras.layers.Embedding(1000, 32, mask_zero=True),
             keras.layers.GRU(64),
             keras.layers.Dense(1),
         ]
@@ -61,14 +58,30 @@ def lock_step(strategy, x, y):
 
 
 def independent(strategy, x, y):
+    """Each replica its own batches (the plan's, dealt out in turn), so the
+    two replicas of a step come from different buckets; both padded to the
+    longer one, as replicas of one step must share a shape."""
     builder = kerasbatch.BucketBuilder(num_buckets=16, batch_size=PER_REPLICA)
     train = builder.build(x, y)
     steps = len(train) // 2
 
-    def per_replica(context):
-        return train.shard(2, context.input_pipeline_id).take(steps)
+    def to_length(batch, length):
+        x_batch, y_batch = batch
+        extra = length - tf.shape(x_batch)[1]
+        return tf.pad(x_batch, [[0, 0], [0, extra]]), y_batch
 
-    return builder, strategy.distribute_datasets_from_function(per_replica), steps
+    def one_step(first, second):
+        length = tf.maximum(tf.shape(first[0])[1], tf.shape(second[0])[1])
+        return tf.data.Dataset.from_tensors(to_length(first, length)).concatenate(
+            tf.data.Dataset.from_tensors(to_length(second, length))
+        )
+
+    def per_pipeline(context):
+        replicas = (train.shard(2, 0).take(steps), train.shard(2, 1).take(steps))
+        return tf.data.Dataset.zip(replicas).flat_map(one_step)
+
+    distributed = strategy.distribute_datasets_from_function(per_pipeline)
+    return builder, distributed, steps
 
 
 def timed_fit(strategy, dataset, builder, epochs, steps=None):

@@ -47,6 +47,7 @@ class Component:
     key: str | None
     values: np.ndarray
     row_splits: np.ndarray | None
+    _tensor: object = dataclasses.field(default=None, init=False, repr=False)
 
     @property
     def is_sequence(self):
@@ -74,12 +75,19 @@ class Component:
         return self.role if self.key is None else f"{self.role}[{self.key!r}]"
 
     def to_tensor(self):
-        """A `tf.RaggedTensor` (sequences) or `tf.Tensor` holding all elements."""
-        if self.is_sequence:
-            return tf.RaggedTensor.from_row_splits(
-                self.values, self.row_splits, validate=False
-            )
-        return tf.convert_to_tensor(self.values)
+        """A `tf.RaggedTensor` (sequences) or `tf.Tensor` holding all elements.
+
+        Made once: every pipeline of the data (the built dataset, its
+        `distribute` and `distribute_with_service` variants) shares it.
+        """
+        if self._tensor is None:
+            if self.is_sequence:
+                self._tensor = tf.RaggedTensor.from_row_splits(
+                    self.values, self.row_splits, validate=False
+                )
+            else:
+                self._tensor = tf.convert_to_tensor(self.values)
+        return self._tensor
 
 
 @dataclasses.dataclass(eq=False)
