@@ -83,11 +83,42 @@ class Component:
         if self._tensor is None:
             if self.is_sequence:
                 self._tensor = tf.RaggedTensor.from_row_splits(
-                    self.values, self.row_splits, validate=False
+                    _shared_tensor(self.values),
+                    _shared_tensor(self.row_splits),
+                    validate=False,
                 )
             else:
-                self._tensor = tf.convert_to_tensor(self.values)
+                self._tensor = _shared_tensor(self.values)
         return self._tensor
+
+
+#: TensorFlow reads a buffer in place only at this alignment (`IsAligned`).
+_ALIGNMENT = 64
+
+
+def aligned_empty(shape, dtype):
+    """`np.empty(shape, dtype)` whose buffer starts on a 64-byte boundary,
+    so that `_shared_tensor` can hand it to TensorFlow without a copy."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(count * dtype.itemsize + _ALIGNMENT, np.uint8)
+    offset = -raw.ctypes.data % _ALIGNMENT
+    return raw[offset : offset + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
+def _shared_tensor(array):
+    """A tensor of `array`: the same memory (DLPack) when TensorFlow can read
+    the buffer in place (C-contiguous, 64-byte aligned, int or float), else
+    a copy. Only the builders' own buffers are shared: nothing writes them."""
+    if (
+        array.flags.c_contiguous
+        and array.flags.owndata is False
+        and array.dtype.kind in "iuf"
+        and array.ctypes.data % _ALIGNMENT == 0
+        and array.size
+    ):
+        return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+    return tf.convert_to_tensor(array)
 
 
 @dataclasses.dataclass(eq=False)
@@ -277,11 +308,15 @@ def _concatenate_sequences(sequences, where):
     if progress is not None:
         progress.update(len(sequences), finalize=True)
     dtype = np.result_type(*{a.dtype for a in arrays})
-    values = np.concatenate(
-        [a.reshape((len(a), *first_trailing)) for a in arrays]
-    ).astype(dtype, copy=False)
-    splits = np.zeros(len(arrays) + 1, dtype=np.int64)
+    splits = aligned_empty(len(arrays) + 1, np.int64)
+    splits[0] = 0
     np.cumsum([len(a) for a in arrays], out=splits[1:])
+    values = aligned_empty((int(splits[-1]), *first_trailing), dtype)
+    np.concatenate(
+        [a.reshape((len(a), *first_trailing)) for a in arrays],
+        out=values,
+        casting="same_kind",
+    )
     return values, splits
 
 

@@ -1107,16 +1107,22 @@ class _BatchFunction:
 
 
 def _checkpointable(dataset):
-    """`dataset`, whose iterator a `tf.train.Checkpoint` saves mid-epoch.
+    """`dataset`, whose iterator a `tf.train.Checkpoint` saves mid-epoch, and
+    whose graph tf.data runs as built.
 
     The builder's variables (epoch counter, statistics counters) are state
     outside the iterator: a checkpoint keeps the running epoch and the
     position in it, and leaves those out (`set_epoch` drives the counter).
+    tf.data's default graph rewrites would serialise the graph, with a copy
+    of the data it holds, every time an iterator starts; the pipelines are
+    already what those rewrites make (parallel maps, prefetch), so they are
+    off.
     """
     options = tf.data.Options()
     options.experimental_external_state_policy = (
         tf.data.experimental.ExternalStatePolicy.IGNORE
     )
+    options.experimental_optimization.apply_default_optimizations = False
     return dataset.with_options(options)
 
 
