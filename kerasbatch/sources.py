@@ -47,6 +47,9 @@ class Component:
     key: str | None
     values: np.ndarray
     row_splits: np.ndarray | None
+    #: Whether `values` and `row_splits` are buffers kerasbatch made (and
+    #: nothing else writes), which TensorFlow may then read in place.
+    owned: bool = False
     _tensor: object = dataclasses.field(default=None, init=False, repr=False)
 
     @property
@@ -83,12 +86,12 @@ class Component:
         if self._tensor is None:
             if self.is_sequence:
                 self._tensor = tf.RaggedTensor.from_row_splits(
-                    _shared_tensor(self.values),
-                    _shared_tensor(self.row_splits),
+                    _as_tensor(self.values, self.owned),
+                    _as_tensor(self.row_splits, self.owned),
                     validate=False,
                 )
             else:
-                self._tensor = _shared_tensor(self.values)
+                self._tensor = _as_tensor(self.values, self.owned)
         return self._tensor
 
 
@@ -98,7 +101,7 @@ _ALIGNMENT = 64
 
 def aligned_empty(shape, dtype):
     """`np.empty(shape, dtype)` whose buffer starts on a 64-byte boundary,
-    so that `_shared_tensor` can hand it to TensorFlow without a copy."""
+    so that `_as_tensor` can hand it to TensorFlow without a copy."""
     dtype = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64))
     raw = np.empty(count * dtype.itemsize + _ALIGNMENT, np.uint8)
@@ -106,13 +109,13 @@ def aligned_empty(shape, dtype):
     return raw[offset : offset + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
-def _shared_tensor(array):
-    """A tensor of `array`: the same memory (DLPack) when TensorFlow can read
-    the buffer in place (C-contiguous, 64-byte aligned, int or float), else
-    a copy. Only the builders' own buffers are shared: nothing writes them."""
+def _as_tensor(array, owned):
+    """A tensor of `array`: the same memory (DLPack) when kerasbatch made the
+    buffer (`owned`: no one else writes it) and TensorFlow can read it in
+    place (C-contiguous, 64-byte aligned, int or float), else a copy."""
     if (
-        array.flags.c_contiguous
-        and array.flags.owndata is False
+        owned
+        and array.flags.c_contiguous
         and array.dtype.kind in "iuf"
         and array.ctypes.data % _ALIGNMENT == 0
         and array.size
@@ -257,7 +260,7 @@ def _to_component(data, role, key):
         return Component(name, role, key, data, None)
     if isinstance(data, list | tuple | np.ndarray):
         values, splits = _concatenate_sequences(data, where)
-        return Component(name, role, key, values, splits)
+        return Component(name, role, key, values, splits, owned=True)
     raise TypeError(
         f"{where} has unsupported type {type(data).__name__}; expected a list of "
         "arrays, a tf.RaggedTensor, a dense array, or a dict of those."

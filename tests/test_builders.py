@@ -711,3 +711,18 @@ def test_lengths_are_public_after_build(sequences):
         _ = builder.lengths
     builder.build(x)
     np.testing.assert_array_equal(builder.lengths, lengths)
+
+
+def test_a_built_dataset_does_not_change_when_the_inputs_do():
+    x = [np.full(n, n, "int32") for n in (3, 1, 4, 1, 5)]
+    y = np.arange(5, dtype="float32")
+    builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+    dataset = builder.build(x, y)
+    before = [(bx.numpy(), by.numpy()) for bx, by in dataset]
+    for sequence in x:
+        sequence[:] = -1
+    y[:] = -1
+    after = [(bx.numpy(), by.numpy()) for bx, by in dataset]
+    for (bx, by), (ax, ay) in zip(before, after, strict=True):
+        np.testing.assert_array_equal(ax, bx)
+        np.testing.assert_array_equal(ay, by)
