@@ -16,7 +16,7 @@ import pytest
 from multi_worker_fit import KILL_STEP
 from test_built_datasets import TRAIN_LENGTHS, expected_counts, reference, token_counts
 
-IN_MEMORY = ["padded", "sorted", "bucket", "packed", "chunk", "window"]
+DISTRIBUTED = ["padded", "sorted", "bucket", "packed", "chunk", "window", "stream"]
 HERE = os.path.dirname(__file__)
 
 
@@ -24,7 +24,7 @@ HERE = os.path.dirname(__file__)
 def mirrored():
     """What `mirrored_fit.py` recorded under `MirroredStrategy` (2 CPUs)."""
     completed = subprocess.run(
-        [sys.executable, "mirrored_fit.py", *IN_MEMORY, "plain-bucket"],
+        [sys.executable, "mirrored_fit.py", *DISTRIBUTED, "plain-bucket"],
         cwd=HERE,
         capture_output=True,
         text=True,
@@ -46,7 +46,7 @@ def global_batches(steps, num_steps, epoch):
     return pairs
 
 
-@pytest.mark.parametrize("kind", [*IN_MEMORY, "plain-bucket"])
+@pytest.mark.parametrize("kind", [*DISTRIBUTED, "plain-bucket"])
 def test_replicas_train_in_lock_step_on_the_global_plan(mirrored, kind):
     recorded = mirrored[kind]
     plan_kind = kind.removeprefix("plain-")

@@ -295,6 +295,26 @@ class SharedSettings(Configurable):
         with tf.control_dependencies([self._started.assign(epoch)]):
             return tf.identity(epoch)
 
+    def _advanced_at_end(self, dataset):
+        """`dataset`, which moves the epoch counter to the epoch it read + 1
+        when its last element is taken.
+
+        Under a strategy, Keras makes an iterator at the end of every epoch
+        that it never uses, and the prefetch to the devices starts it at
+        once. So iterators of distributed datasets read the epoch without
+        advancing it (`_read_epoch`), and one taken to its end advances it:
+        an unused iterator holds one element per device and never gets
+        there (unless the epoch is that short; `EpochReshuffle` sets the
+        epoch then). Idempotent: every iterator of epoch e sets e + 1.
+        """
+
+        def advance(_):
+            with tf.control_dependencies([self._epoch.assign(self._started + 1)]):
+                return tf.nest.map_structure(_empty_like, dataset.element_spec)
+
+        end = tf.data.Dataset.range(1).map(advance)
+        return dataset.concatenate(end.filter(lambda *_: False))
+
     def _prefetched(self, dataset):
         if not self.prefetch:
             return dataset
@@ -657,26 +677,6 @@ class PlannedBuilder(SharedSettings):
                 self._replica_parts(batch, replicas)
             )
         )
-
-    def _advanced_at_end(self, dataset):
-        """`dataset`, which moves the epoch counter to the epoch it read + 1
-        when its last element is taken.
-
-        Under a strategy, Keras makes an iterator at the end of every epoch
-        that it never uses, and the prefetch to the devices starts it at
-        once. So iterators of distributed datasets read the epoch without
-        advancing it (`_read_epoch`), and one taken to its end advances it:
-        an unused iterator holds one element per device and never gets
-        there (unless the epoch is that short; `EpochReshuffle` sets the
-        epoch then). Idempotent: every iterator of epoch e sets e + 1.
-        """
-
-        def advance(_):
-            with tf.control_dependencies([self._epoch.assign(self._started + 1)]):
-                return tf.nest.map_structure(_empty_like, dataset.element_spec)
-
-        end = tf.data.Dataset.range(1).map(advance)
-        return dataset.concatenate(end.filter(lambda *_: False))
 
     def _replica_parts(self, batch, replicas):
         """The batch function's arguments of every part of one global

@@ -92,6 +92,16 @@ class BucketSettings:
         self.bucket_lengths = None
         return batch_size
 
+    def _fixed_batch_sizes(self):
+        """The global batch sizes replicas must share evenly (a budget's are
+        not fixed)."""
+        if self.bucket_batch_sizes is None:
+            return [] if self.batch_size is None else [("batch_size", self.batch_size)]
+        return [
+            (f"bucket_batch_sizes[{bucket}] (bucket {bucket})", size)
+            for bucket, size in enumerate(self.bucket_batch_sizes)
+        ]
+
     def _bucket_config(self):
         return {
             "boundaries": self.boundaries,
@@ -356,14 +366,6 @@ class BucketBuilder(BucketSettings, Builder):
         return self._budget_size(
             bucket, self.bucket_lengths[bucket], len(members), longest
         )
-
-    def _fixed_batch_sizes(self):
-        if self.bucket_batch_sizes is None:
-            return [] if self.batch_size is None else [("batch_size", self.batch_size)]
-        return [
-            (f"bucket_batch_sizes[{bucket}] (bucket {bucket})", size)
-            for bucket, size in enumerate(self.bucket_batch_sizes)
-        ]
 
     def _epoch_order(self):
         return orders.EpochOrder.of_groups(

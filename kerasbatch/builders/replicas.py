@@ -53,6 +53,19 @@ class ReplicaSlice:
         start = replicas * base + tf.minimum(replicas, extra)
         return start, part
 
+    def parts_of(self, *batch):
+        """A dataset of this pipeline's replicas' parts of one padded global
+        `batch` (any structure of tensors whose first axis is the batch)."""
+        size = tf.shape(tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
+        start, part = self.spans(size)
+        batch = batch[0] if len(batch) == 1 else batch
+
+        def replica_part(index):
+            begin, end = start[index], start[index] + part[index]
+            return tf.nest.map_structure(lambda t: t[begin:end], batch)
+
+        return tf.data.Dataset.range(self.count).map(replica_part)
+
     def static_size(self, sizes):
         """The per-replica batch size if every global batch size in `sizes`
         (ints) gives every replica the same, else None."""

@@ -9,6 +9,7 @@ from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders import base
+from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders import service as service_lib
 from kerasbatch.builders.base import (
     SharedSettings,
@@ -261,6 +262,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         if cardinality == tf.data.INFINITE_CARDINALITY:
             num_batches = tf.data.INFINITE_CARDINALITY
         self._source = dataset
+        known = num_batches is not None and num_batches >= 0
+        self._num_batches = num_batches if known else None
         return self._serve(lambda served: served._batches(dataset, num_batches))
 
     def _batches(self, dataset, num_batches):
@@ -488,20 +491,89 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             self._shapes = tf.lookup.experimental.MutableHashTable(
                 tf.string, tf.int64, default_value=0, name="shapes"
             )
+            # The counters of the epoch before, and its number of shapes.
+            self._previous = tf.Variable(
+                tf.concat([initial, [0]], axis=0), trainable=False, name="previous"
+            )
 
-    def _begin_epoch(self, _):
-        """Advances the epoch counter and resets the statistics (a tensor)."""
-        epoch = self._start_epoch()
+    def _begin_epoch(self, _, advance=True):
+        """Reads the epoch counter (and advances it) and resets the
+        statistics; returns the epoch (a tensor).
+
+        The statistics of the epoch before are kept when another epoch
+        begins: under a strategy, Keras starts an iterator of the next epoch
+        before the callbacks of the epoch's end read the figures.
+        """
+        epoch = self._start_epoch() if advance else self._read_epoch()
         keys, _ = self._shapes.export()
-        size = self._counters.shape[0]
-        reset = [
-            self._shapes.remove(keys),
-            self._counters.assign(
-                tf.concat([[epoch], tf.zeros([size - 1], tf.int64)], axis=0)
-            ),
-        ]
+        counters = self._counters.read_value()
+        ended = tf.logical_and(
+            tf.not_equal(counters[_EPOCH], epoch), counters[_EPOCH] >= 0
+        )
+        snapshot = tf.concat([counters, [self._shapes.size()]], axis=0)
+        keep = self._previous.assign(tf.where(ended, snapshot, self._previous))
+        with tf.control_dependencies([keep]):
+            reset = [
+                self._shapes.remove(keys),
+                self._counters.assign(
+                    tf.concat([[epoch], tf.zeros_like(counters[1:])], axis=0)
+                ),
+            ]
         with tf.control_dependencies(reset):
             return tf.identity(epoch)
+
+    def distribute(self, strategy, dataset=None):
+        """The built dataset's batches, per replica, for `strategy`.
+
+        As `kerasbatch.builders.Builder.distribute`: every global batch is
+        cut into one part per replica (`batch_size` is global), so replicas
+        train in bucket lock-step and one epoch holds every element exactly
+        once across them. Every input pipeline (one per worker) reads the
+        whole input and makes every global batch, keeping its replicas'
+        parts; the statistics count the global batches.
+
+        Args:
+            strategy: a `tf.distribute.Strategy`.
+            dataset: the built dataset to distribute (default: the latest).
+
+        Raises:
+            RuntimeError: nothing was built yet.
+            ValueError: a fixed global batch size the replicas cannot share.
+        """
+        served = self._built_copy(dataset, "distribute")
+        replicas_lib.check_divisible(
+            served._fixed_batch_sizes(),
+            strategy.num_replicas_in_sync,
+            type(self).__name__,
+        )
+
+        def per_pipeline(input_context):
+            replicas = replicas_lib.ReplicaSlice.of(strategy, input_context)
+            epochs = tf.data.Dataset.range(1).map(
+                _plain(lambda _: served._begin_epoch(_, advance=False))
+            )
+            batches = epochs.flat_map(
+                _plain(
+                    lambda epoch: served._counted(
+                        served._epoch_batches(served._source, epoch)
+                    )
+                )
+            )
+            parts = batches.flat_map(_plain(replicas.parts_of))
+            parts = served._advanced_at_end(served._prefetched(parts))
+            if served._num_batches is not None:
+                parts = parts.apply(
+                    tf.data.experimental.assert_cardinality(
+                        served._num_batches * replicas.count
+                    )
+                )
+            return base._checkpointable(parts)
+
+        distributed = strategy.distribute_datasets_from_function(per_pipeline)
+        if served._num_batches is not None:
+            distributed._cardinality = served._num_batches  # as Builder.distribute
+        base._SERVING[distributed] = served
+        return distributed
 
     def _epoch_batches(self, dataset, epoch, shard_hint=False):
         """The batches of one epoch: one function call per element.
@@ -799,11 +871,16 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         """
         counters = self._read_counters()
         current = int(counters[_EPOCH])
+        distinct_shapes = int(self._shapes.size().numpy())
         if epoch is not None and int(epoch) != current:
-            raise ValueError(
-                f"StreamBucketBuilder keeps the statistics of the epoch last "
-                f"started ({current}) only, not of epoch {epoch}."
-            )
+            previous = self._previous.numpy()
+            if int(previous[_EPOCH]) != int(epoch):
+                raise ValueError(
+                    f"StreamBucketBuilder keeps the statistics of the epoch "
+                    f"last started ({current}) and of the one before only, "
+                    f"not of epoch {epoch}."
+                )
+            counters, distinct_shapes = previous[:-1], int(previous[-1])
         names = self._elements.sequence_names
         num = len(names)
         real = counters[_NUM_SCALARS : _NUM_SCALARS + num]
@@ -816,7 +893,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 name: plan_lib._ratio(r, p)
                 for name, r, p in zip(names, real, padded, strict=True)
             },
-            distinct_shapes=int(self._shapes.size().numpy()),
+            distinct_shapes=distinct_shapes,
             dropped=int(counters[_DROPPED]),
             truncated=int(counters[_TRUNCATED]),
             truncated_positions=int(counters[_TRUNCATED_POSITIONS]),
