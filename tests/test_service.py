@@ -278,3 +278,23 @@ def test_stream_epochs_past_the_registered_ones_are_a_clear_error(
     assert sum(len(tokens(b)) for b in remote) == 9
     with pytest.raises(tf.errors.InvalidArgumentError, match="larger epochs="):
         list(remote)  # epoch 4 was not registered
+
+
+def test_a_stream_without_files_is_shared_out_by_elements(two_workers):
+    from test_built_datasets import stream
+
+    builder = BUILDERS["stream"]()
+    builder.build(stream(TRAIN_LENGTHS, 1), lengths=TRAIN_LENGTHS)
+    remote = builder.distribute_with_service(two_workers, epochs=1)
+    arrived = [tokens(batch) for batch in remote]
+    assert token_counts(arrived) == expected_counts(TRAIN_LENGTHS, 1)
+    assert builder.statistics(dataset=remote).num_elements == len(TRAIN_LENGTHS)
+
+
+def test_a_shardable_dataset_must_match_the_dataset():
+    from test_built_datasets import stream
+
+    builder = BUILDERS["stream"]()
+    other = stream(TRAIN_LENGTHS, 1).map(lambda x: tf.cast(x, tf.float32))
+    with pytest.raises(ValueError, match="shardable must be the same dataset"):
+        builder.build(stream(TRAIN_LENGTHS, 1), lengths=TRAIN_LENGTHS, shardable=other)

@@ -215,7 +215,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         return config
 
     # ------------------------------------------------------------------ build
-    def build(self, dataset, lengths=None):
+    def build(self, dataset, lengths=None, shardable=None):
         """Returns a `tf.data.Dataset` of padded, bucketed batches for `model.fit`.
 
         Args:
@@ -231,6 +231,12 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 longest of its sequence components), in the dataset's order,
                 e.g. from a length-index pass. Needed for boundary
                 strategies; gives exact cardinality for finite data.
+            shardable: optional: the same dataset with a
+                `shard(tf.data.experimental.SHARD_HINT, SHARD_HINT)` where it
+                lists its files, so that `distribute_with_service` gives
+                each tf.data service worker whole files of its own (the
+                TFRecord loader passes it); without it, every worker reads
+                all the input and keeps its share of the elements.
 
         Returns:
             A dataset of batches in the structure of the input elements;
@@ -261,7 +267,14 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         self._constants = None
         if cardinality == tf.data.INFINITE_CARDINALITY:
             num_batches = tf.data.INFINITE_CARDINALITY
+        if shardable is not None and shardable.element_spec != dataset.element_spec:
+            raise ValueError(
+                "shardable must be the same dataset with a shard hint: its "
+                f"element_spec {shardable.element_spec} differs from the "
+                f"dataset's {dataset.element_spec}."
+            )
         self._source = dataset
+        self._shardable = shardable
         known = num_batches is not None and num_batches >= 0
         self._num_batches = num_batches if known else None
         return self._serve(lambda served: served._batches(dataset, num_batches))
@@ -299,11 +312,12 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         (its shuffle seed): nothing in it refers to this process, so workers
         in other processes or machines run it (the input must not call
         Python: TFRecord files, e.g. `kerasbatch.io.TFRecordLoader`, not a
-        generator). Each worker keeps its share of the input elements
-        (`ShardingPolicy.HINT`: every N-th element of N workers) and buckets
-        and pads them. Every worker still reads the whole input: tf.data's
-        `FILE` sharding cannot reach the files through the bucketing
-        (`group_by_window`). As with the built dataset, every new iteration
+        generator). With `ShardingPolicy.HINT`, each of N workers reads
+        whole files of its own when `build` was given a `shardable` dataset
+        (the TFRecord loader gives one), else reads all the input and keeps
+        every N-th element; then it buckets and pads its share. (tf.data's
+        `FILE` auto-sharding cannot reach the files through the bucketing,
+        `group_by_window`.) As with the built dataset, every new iteration
         is the next epoch (`set_epoch` and `EpochReshuffle` pin it), and
         the statistics are counted here, at the client, from the batches
         that arrive: exact, whatever the workers did.
@@ -349,10 +363,14 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             timeout,
             service_lib.STREAM_MODES,
         )
-        source = served._source
-        shard_hint = processing_mode == service_lib.SHARDING.HINT
+        source, shard_elements = served._source, False
+        if processing_mode == service_lib.SHARDING.HINT:
+            if served._shardable is not None:
+                source = served._shardable  # whole files per worker
+            else:
+                shard_elements = True
         measured = [
-            served._epoch_batches(source, tf.constant(epoch, tf.int64), shard_hint)
+            served._epoch_batches(source, tf.constant(epoch, tf.int64), shard_elements)
             for epoch in range(initial_epoch, initial_epoch + epochs)
         ]
         service_api = tf.data.experimental.service

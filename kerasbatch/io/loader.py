@@ -276,7 +276,8 @@ class TFRecordLoader:
             )
         if builder is not None:
             elements = self._elements(manifest, files, plan, finish=pack)
-            return builder.build(elements, lengths=lengths)
+            by_file = self._elements(manifest, files, plan, pack, shard_files=True)
+            return builder.build(elements, lengths=lengths, shardable=by_file)
         dataset = self._batch(self._elements(manifest, files, plan), plan)
         dataset = dataset.map(pack)
         if lengths is not None:
@@ -401,14 +402,15 @@ class TFRecordLoader:
         return _FeaturePlan(manifest, primaries, secondaries, steps, padding)
 
     # -------------------------------------------------------------- pipeline
-    def _elements(self, manifest, files, plan, finish=None):
+    def _elements(self, manifest, files, plan, finish=None, shard_files=False):
         """The dataset of unbatched elements: dicts keyed by `to_name`.
 
         Each element goes through one `map`: the secondary features and
-        processing steps, then `finish` (e.g. packing for a model).
+        processing steps, then `finish` (e.g. packing for a model). With
+        `shard_files`, see `_read`.
         """
         c = self.config
-        elements = self._read(manifest, files, plan)
+        elements = self._read(manifest, files, plan, shard_files)
         if c["type"] == "independent":
             if c["multi_load"]:
                 return elements  # parsed by batch in _batch
@@ -428,8 +430,13 @@ class TFRecordLoader:
         """An `independent` loader's records, parsed in batches (not unbatched)."""
         return self._parse(self._read(manifest, files, plan), plan)
 
-    def _read(self, manifest, files, plan):
-        """The interleaved (and shuffled) records, or windows of a sequence type."""
+    def _read(self, manifest, files, plan, shard_files=False):
+        """The interleaved (and shuffled) records, or windows of a sequence type.
+
+        With `shard_files`, the list of files holds a `shard(SHARD_HINT,
+        SHARD_HINT)`: tf.data service workers (`ShardingPolicy.HINT`) each
+        read whole files of their own (it cannot be iterated locally).
+        """
         c = self.config
         seeds = np.random.SeedSequence(c["seed"]).generate_state(3)
         for primary in plan.primaries:
@@ -444,6 +451,9 @@ class TFRecordLoader:
         if manifest.compression is None:  # damage is found by counting bytes
             sizes = [tf.io.gfile.stat(file).length for file in files]
         file_names = tf.data.Dataset.from_tensor_slices((files, sizes))
+        if shard_files:
+            hint = tf.data.experimental.SHARD_HINT
+            file_names = file_names.shard(hint, hint)
         if c["shuffle"]:
             file_names = file_names.shuffle(
                 c["num_filenames_shuffle_buffer"], seed=int(seeds[0])
