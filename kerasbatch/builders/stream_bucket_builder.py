@@ -352,6 +352,26 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             ValueError: a processing mode that cannot keep every epoch
                 exactly once; bad `epochs` / `initial_epoch`.
             ConnectionError: no dispatcher answers at `service`.
+
+        Example:
+
+        >>> import tensorflow as tf
+        >>> import kerasbatch
+        >>> dispatcher = tf.data.experimental.service.DispatchServer()
+        >>> worker = tf.data.experimental.service.WorkerServer(
+        ...     tf.data.experimental.service.WorkerConfig(
+        ...         dispatcher_address=dispatcher.target.split("://")[1]))
+        >>> sequences = tf.ragged.constant([[1] * n for n in range(1, 9)])
+        >>> builder = kerasbatch.StreamBucketBuilder(
+        ...     boundaries=[5], batch_size=4, shuffle=False)
+        >>> train = builder.build(tf.data.Dataset.from_tensor_slices(sequences))
+        >>> remote = builder.distribute_with_service(
+        ...     dispatcher.target, processing_mode="parallel_epochs",
+        ...     num_workers=1)
+        >>> sorted(tuple(batch.shape) for batch in remote)
+        [(4, 4), (4, 8)]
+        >>> builder.statistics(dataset=remote).num_elements
+        8
         """
         served = self._built_copy(dataset, "distribute_with_service")
         service_lib.check_request(
@@ -557,6 +577,17 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         Raises:
             RuntimeError: nothing was built yet.
             ValueError: a fixed global batch size the replicas cannot share.
+
+        Example:
+
+        >>> import tensorflow as tf
+        >>> import kerasbatch
+        >>> sequences = tf.ragged.constant([[1] * n for n in range(1, 9)])
+        >>> builder = kerasbatch.StreamBucketBuilder(boundaries=[5], batch_size=4)
+        >>> train = builder.build(tf.data.Dataset.from_tensor_slices(sequences))
+        >>> per_replica = builder.distribute(tf.distribute.get_strategy())
+        >>> sum(int(batch.shape[0]) for batch in per_replica)
+        8
         """
         served = self._built_copy(dataset, "distribute")
         replicas_lib.check_divisible(
