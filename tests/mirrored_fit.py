@@ -20,7 +20,7 @@ tf.config.set_logical_device_configuration(
 
 import numpy as np  # noqa: E402
 from test_built_datasets import (  # noqa: E402
-    BUILDERS,
+    KINDS,
     TRAIN_LENGTHS,
     Recorder,
     build,
@@ -43,13 +43,14 @@ class ReplicaRecorder(Recorder):
         context = tf.distribute.get_replica_context()
         replica = int(context.replica_id_in_sync_group)
         with self.lock:
-            self.steps.append((replica, tokens(data).tolist()))
+            values = tokens(data)
+            self.steps.append((replica, values.shape, values.ravel().tolist()))
         return super().train_step(data)
 
 
 def fit(kind, strategy):
     """`kind` names a builder; `plain-<kind>` fits its built dataset as is."""
-    builder = BUILDERS[kind.removeprefix("plain-")]()
+    builder = KINDS[kind.removeprefix("plain-")]()
     train = build(builder, TRAIN_LENGTHS, 1)
     per_replica = train if kind.startswith("plain-") else builder.distribute(strategy)
     with strategy.scope():

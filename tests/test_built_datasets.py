@@ -98,6 +98,14 @@ BUILDERS = {
 }
 
 
+#: The builders above and a token budget (batches of odd sizes, which
+#: replicas share unevenly): what `test_distribute.py` distributes.
+KINDS = {
+    **BUILDERS,
+    "budget": lambda: kerasbatch.BucketBuilder(num_buckets=3, max_tokens=90, seed=1),
+}
+
+
 def build(builder, lengths, first_id):
     if isinstance(builder, kerasbatch.StreamBucketBuilder):
         return builder.build(stream(lengths, first_id), lengths=lengths)
