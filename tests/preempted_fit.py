@@ -29,10 +29,10 @@ from test_built_datasets import (  # noqa: E402
     TRAIN_LENGTHS,
     Recorder,
     build,
+    build_from_loader,
+    records_loader,
     tokens,
 )
-
-from kerasbatch.io import TFRecordLoader, write_dataset  # noqa: E402
 
 KINDS = [*BUILDERS, "loader"]
 SAVE_EVERY = 2
@@ -43,25 +43,9 @@ def dataset_of(kind, directory):
     if kind != "loader":
         builder = BUILDERS[kind]()
         return builder, build(builder, TRAIN_LENGTHS, 1)
-    records_dir = os.path.join(directory, "records")
-    if not os.path.exists(records_dir):
-        records = [{"tokens": np.full(n, 1 + i)} for i, n in enumerate(TRAIN_LENGTHS)]
-        write_dataset(records_dir, records, num_shards=2)
-    loader = TFRecordLoader(
-        type="independent",
-        dataset={"type": "dir", "args": {"data_dir": records_dir}},
-        target_batch_size=4,
-        drop_remainder=False,
-        epochs=1,
-        num_read_buffer_bytes=0,
-        num_prefetch=1,
-        padding=False,
-        primary_features=[{"from_name": "tokens", "to_name": "x"}],
-    )
+    loader = records_loader(os.path.join(directory, "records"), TRAIN_LENGTHS, 1, 2)
     builder = BUILDERS["stream"]()
-    names = {"inputs": ["x"], "outputs": []}
-    lengths = loader.lengths(**names, verbose=0)
-    return builder, loader.build(**names, builder=builder, lengths=lengths)
+    return builder, build_from_loader(builder, loader)
 
 
 def digest(batch):

@@ -7,6 +7,7 @@ once per epoch, whatever was built after it, and the callbacks report each.
 """
 
 import gc
+import os
 
 import keras
 import numpy as np
@@ -110,6 +111,32 @@ def build(builder, lengths, first_id):
     if isinstance(builder, kerasbatch.StreamBucketBuilder):
         return builder.build(stream(lengths, first_id), lengths=lengths)
     return builder.build(sequences(lengths, first_id))
+
+
+def records_loader(directory, lengths, first_id, num_shards=4):
+    """A TFRecord loader of `sequences(lengths, first_id)` as `"x"` (the
+    records are written into `directory` unless it exists)."""
+    if not os.path.exists(directory):
+        records = [{"tokens": s} for s in sequences(lengths, first_id)]
+        write_dataset(directory, records, num_shards=num_shards)
+    return TFRecordLoader(
+        type="independent",
+        dataset={"type": "dir", "args": {"data_dir": str(directory)}},
+        target_batch_size=4,
+        drop_remainder=False,
+        epochs=1,
+        num_read_buffer_bytes=0,
+        num_prefetch=1,
+        padding=False,
+        primary_features=[{"from_name": "tokens", "to_name": "x"}],
+    )
+
+
+def build_from_loader(builder, loader):
+    """`loader`'s dataset, batched by the stream `builder` (with lengths)."""
+    names = {"inputs": ["x"], "outputs": []}
+    lengths = loader.lengths(**names, verbose=0)
+    return loader.build(**names, builder=builder, lengths=lengths)
 
 
 def reference(kind, lengths, first_id, epoch):

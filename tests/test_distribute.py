@@ -7,12 +7,12 @@ the fits run in a process of their own (`mirrored_fit.py`), bounded in time.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from conftest import free_ports
 from multi_worker_fit import KILL_STEP
 from test_built_datasets import (
     KINDS,
@@ -96,16 +96,6 @@ def test_distribute_names_what_is_wrong(mirrored):
     assert "call build(...) first" in errors["before_build"]
     assert "bucket_batch_sizes[1] (bucket 1)=5" in errors["indivisible"]
     assert "multiple of 2 (e.g. 4 or 6)" in errors["indivisible"]
-
-
-def free_ports(count):
-    probes = [socket.socket() for _ in range(count)]
-    for probe in probes:
-        probe.bind(("127.0.0.1", 0))
-    ports = [probe.getsockname()[1] for probe in probes]
-    for probe in probes:
-        probe.close()
-    return ports
 
 
 def run_workers(directory, phase):

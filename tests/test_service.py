@@ -3,7 +3,6 @@ their own on loopback (`service_server.py`), bounded in time."""
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -11,12 +10,15 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import free_ports
 from test_built_datasets import (
     BUILDERS,
     TRAIN_LENGTHS,
     build,
+    build_from_loader,
     expected_counts,
     recorder,
+    records_loader,
     reference,
     token_counts,
     tokens,
@@ -24,21 +26,10 @@ from test_built_datasets import (
 
 import kerasbatch
 from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency
-from kerasbatch.io import TFRecordLoader, write_dataset
 
 IN_MEMORY = ["padded", "sorted", "bucket", "packed", "chunk", "window"]
 HERE = os.path.dirname(__file__)
 START_TIMEOUT = 120
-
-
-def free_ports(count):
-    probes = [socket.socket() for _ in range(count)]
-    for probe in probes:
-        probe.bind(("127.0.0.1", 0))
-    ports = [probe.getsockname()[1] for probe in probes]
-    for probe in probes:
-        probe.close()
-    return ports
 
 
 def free_port():
@@ -207,22 +198,6 @@ def test_statistics_answer_for_the_served_dataset(one_worker):
     )
 
 
-def records_loader(directory, lengths, first_id):
-    records = [{"tokens": np.full(n, first_id + i)} for i, n in enumerate(lengths)]
-    write_dataset(directory, records, num_shards=4)
-    return TFRecordLoader(
-        type="independent",
-        dataset={"type": "dir", "args": {"data_dir": str(directory)}},
-        target_batch_size=4,
-        drop_remainder=False,
-        epochs=1,
-        num_read_buffer_bytes=0,
-        num_prefetch=1,
-        padding=False,
-        primary_features=[{"from_name": "tokens", "to_name": "x"}],
-    )
-
-
 def padding_efficiency(batches):
     real = sum(int(np.count_nonzero(b)) for b in batches)
     return real / sum(b.size for b in batches)
@@ -233,8 +208,7 @@ def test_stream_files_are_sharded_across_workers_and_counted_at_the_client(
 ):
     loader = records_loader(tmp_path / "records", TRAIN_LENGTHS, 1)
     builder = BUILDERS["stream"]()
-    names = {"inputs": ["x"], "outputs": []}
-    loader.build(**names, builder=builder, lengths=loader.lengths(**names, verbose=0))
+    build_from_loader(builder, loader)
     remote = builder.distribute_with_service(two_workers, epochs=2)
     model = recorder()
     history = model.fit(
@@ -257,8 +231,7 @@ def test_stream_files_are_sharded_across_workers_and_counted_at_the_client(
 def test_stream_modes_that_cannot_shard_are_refused(tmp_path):
     loader = records_loader(tmp_path / "records", TRAIN_LENGTHS[:9], 1)
     builder = BUILDERS["stream"]()
-    names = {"inputs": ["x"], "outputs": []}
-    loader.build(**names, builder=builder, lengths=loader.lengths(**names, verbose=0))
+    build_from_loader(builder, loader)
     address = f"grpc://127.0.0.1:{free_port()}"
     sharding = tf.data.experimental.service.ShardingPolicy
     for mode in (sharding.FILE, "distributed_epoch"):
@@ -271,8 +244,7 @@ def test_stream_epochs_past_the_registered_ones_are_a_clear_error(
 ):
     loader = records_loader(tmp_path / "records", TRAIN_LENGTHS[:9], 1)
     builder = BUILDERS["stream"]()
-    names = {"inputs": ["x"], "outputs": []}
-    loader.build(**names, builder=builder, lengths=loader.lengths(**names, verbose=0))
+    build_from_loader(builder, loader)
     remote = builder.distribute_with_service(two_workers, epochs=1, initial_epoch=3)
     builder.set_epoch(3)
     assert sum(len(tokens(b)) for b in remote) == 9

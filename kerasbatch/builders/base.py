@@ -277,6 +277,70 @@ class SharedSettings(Configurable):
         """
         return self._serving(dataset)._running_positions(num_batches)
 
+    def distribute(self, strategy, dataset=None):
+        """The built dataset's batches, per replica, for `strategy`.
+
+        Returns a `tf.distribute.DistributedDataset` for `model.fit` under
+        `strategy.scope()`. Every step, each replica gets its part of the
+        same global batch of the plan (`batch_size` is global, as in Keras),
+        padded to that batch's length: all replicas train on the same bucket
+        and shape at every step, run the plan's number of steps, and one
+        epoch holds every element exactly once across all replicas (see
+        `kerasbatch.builders.replicas`). A `kerasbatch.StreamBucketBuilder`
+        pipeline (one per worker) reads the whole input and keeps its
+        replicas' parts. Epochs, `set_epoch`,
+        `statistics()` and the callbacks are those of the built dataset.
+
+        Args:
+            strategy: a `tf.distribute.Strategy` (e.g. `MirroredStrategy`,
+                `MultiWorkerMirroredStrategy`).
+            dataset: the built dataset to distribute (default: the latest).
+
+        Raises:
+            RuntimeError: nothing was built yet.
+            ValueError: a fixed global batch size (`batch_size`, or a
+                bucket's) is not a multiple of the number of replicas.
+
+        Example:
+
+        >>> import numpy as np, tensorflow as tf
+        >>> import kerasbatch
+        >>> builder = kerasbatch.BucketBuilder(num_buckets=2, batch_size=4)
+        >>> train = builder.build([np.ones(n) for n in range(1, 9)])
+        >>> per_replica = builder.distribute(tf.distribute.get_strategy())
+        >>> sum(1 for _ in per_replica) == len(train)
+        True
+        """
+        served = self._built_copy(dataset, "distribute")
+        replicas_lib.check_divisible(
+            served._fixed_batch_sizes(),
+            strategy.num_replicas_in_sync,
+            type(self).__name__,
+        )
+
+        def per_pipeline(input_context):
+            replicas = replicas_lib.ReplicaSlice.of(strategy, input_context)
+            return served._make_dataset(replicas)
+
+        distributed = strategy.distribute_datasets_from_function(per_pipeline)
+        steps = served._steps_per_epoch()
+        if steps is not None:
+            # tf.distribute reports the per-pipeline cardinality (one element
+            # per local replica and step), which Keras takes for steps.
+            distributed._cardinality = steps
+        _SERVING[distributed] = served
+        return distributed
+
+    def _make_dataset(self, replicas=None):
+        """The built dataset's pipeline; with `replicas` (a `ReplicaSlice`),
+        the parts of every global batch those replicas train on (subclass
+        hook)."""
+        raise NotImplementedError
+
+    def _steps_per_epoch(self):
+        """Batches per epoch, or None where unknown (subclass hook)."""
+        raise NotImplementedError
+
     def _statistics(self, epoch):
         raise NotImplementedError
 
@@ -474,55 +538,8 @@ class PlannedBuilder(SharedSettings):
         raise NotImplementedError
 
     # --------------------------------------------------------------- pipeline
-    def distribute(self, strategy, dataset=None):
-        """The built dataset's batches, per replica, for `strategy`.
-
-        Returns a `tf.distribute.DistributedDataset` for `model.fit` under
-        `strategy.scope()`. Every step, each replica gets its part of the
-        same global batch of the plan (`batch_size` is global, as in Keras),
-        padded to that batch's length: all replicas train on the same bucket
-        and shape at every step, run the plan's number of steps, and one
-        epoch holds every element exactly once across all replicas (see
-        `kerasbatch.builders.replicas`). Epochs, `set_epoch`,
-        `statistics()` and the callbacks are those of the built dataset.
-
-        Args:
-            strategy: a `tf.distribute.Strategy` (e.g. `MirroredStrategy`,
-                `MultiWorkerMirroredStrategy`).
-            dataset: the built dataset to distribute (default: the latest).
-
-        Raises:
-            RuntimeError: nothing was built yet.
-            ValueError: a fixed global batch size (`batch_size`, or a
-                bucket's) is not a multiple of the number of replicas.
-
-        Example:
-
-        >>> import numpy as np, tensorflow as tf
-        >>> import kerasbatch
-        >>> builder = kerasbatch.BucketBuilder(num_buckets=2, batch_size=4)
-        >>> train = builder.build([np.ones(n) for n in range(1, 9)])
-        >>> per_replica = builder.distribute(tf.distribute.get_strategy())
-        >>> sum(1 for _ in per_replica) == len(train)
-        True
-        """
-        served = self._built_copy(dataset, "distribute")
-        replicas_lib.check_divisible(
-            served._fixed_batch_sizes(),
-            strategy.num_replicas_in_sync,
-            type(self).__name__,
-        )
-
-        def per_pipeline(input_context):
-            slice_ = replicas_lib.ReplicaSlice.of(strategy, input_context)
-            return served._make_dataset(slice_)
-
-        distributed = strategy.distribute_datasets_from_function(per_pipeline)
-        # tf.distribute reports the per-pipeline dataset's cardinality (one
-        # element per local replica and step), which Keras takes for steps.
-        distributed._cardinality = served.plan().num_batches
-        _SERVING[distributed] = served
-        return distributed
+    def _steps_per_epoch(self):
+        return self.plan().num_batches
 
     def distribute_with_service(
         self,

@@ -9,7 +9,6 @@ from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders import base
-from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders import service as service_lib
 from kerasbatch.builders.base import (
     SharedSettings,
@@ -560,69 +559,29 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         with tf.control_dependencies(reset):
             return tf.identity(epoch)
 
-    def distribute(self, strategy, dataset=None):
-        """The built dataset's batches, per replica, for `strategy`.
-
-        As `kerasbatch.builders.Builder.distribute`: every global batch is
-        cut into one part per replica (`batch_size` is global), so replicas
-        train in bucket lock-step and one epoch holds every element exactly
-        once across them. Every input pipeline (one per worker) reads the
-        whole input and makes every global batch, keeping its replicas'
-        parts; the statistics count the global batches.
-
-        Args:
-            strategy: a `tf.distribute.Strategy`.
-            dataset: the built dataset to distribute (default: the latest).
-
-        Raises:
-            RuntimeError: nothing was built yet.
-            ValueError: a fixed global batch size the replicas cannot share.
-
-        Example:
-
-        >>> import tensorflow as tf
-        >>> import kerasbatch
-        >>> sequences = tf.ragged.constant([[1] * n for n in range(1, 9)])
-        >>> builder = kerasbatch.StreamBucketBuilder(boundaries=[5], batch_size=4)
-        >>> train = builder.build(tf.data.Dataset.from_tensor_slices(sequences))
-        >>> per_replica = builder.distribute(tf.distribute.get_strategy())
-        >>> sum(int(batch.shape[0]) for batch in per_replica)
-        8
-        """
-        served = self._built_copy(dataset, "distribute")
-        replicas_lib.check_divisible(
-            served._fixed_batch_sizes(),
-            strategy.num_replicas_in_sync,
-            type(self).__name__,
+    def _make_dataset(self, replicas=None):
+        """The per-replica pipeline of `distribute` (the built dataset is
+        `_batches`): every global batch, cut into `replicas`' parts."""
+        epochs = tf.data.Dataset.range(1).map(
+            _plain(lambda _: self._begin_epoch(_, advance=False))
         )
-
-        def per_pipeline(input_context):
-            replicas = replicas_lib.ReplicaSlice.of(strategy, input_context)
-            epochs = tf.data.Dataset.range(1).map(
-                _plain(lambda _: served._begin_epoch(_, advance=False))
+        batches = epochs.flat_map(
+            _plain(
+                lambda epoch: self._counted(self._epoch_batches(self._source, epoch))
             )
-            batches = epochs.flat_map(
-                _plain(
-                    lambda epoch: served._counted(
-                        served._epoch_batches(served._source, epoch)
-                    )
+        )
+        parts = batches.flat_map(_plain(replicas.parts_of))
+        parts = self._advanced_at_end(self._prefetched(parts))
+        if self._num_batches is not None:
+            parts = parts.apply(
+                tf.data.experimental.assert_cardinality(
+                    self._num_batches * replicas.count
                 )
             )
-            parts = batches.flat_map(_plain(replicas.parts_of))
-            parts = served._advanced_at_end(served._prefetched(parts))
-            if served._num_batches is not None:
-                parts = parts.apply(
-                    tf.data.experimental.assert_cardinality(
-                        served._num_batches * replicas.count
-                    )
-                )
-            return base._checkpointable(parts)
+        return base._checkpointable(parts)
 
-        distributed = strategy.distribute_datasets_from_function(per_pipeline)
-        if served._num_batches is not None:
-            distributed._cardinality = served._num_batches  # as Builder.distribute
-        base._SERVING[distributed] = served
-        return distributed
+    def _steps_per_epoch(self):
+        return self._num_batches
 
     def _epoch_batches(self, dataset, epoch, shard_hint=False):
         """The batches of one epoch: one function call per element.
