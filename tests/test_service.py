@@ -3,6 +3,7 @@ their own on loopback (`service_server.py`), bounded in time."""
 
 import contextlib
 import os
+import select
 import subprocess
 import sys
 import time
@@ -61,8 +62,17 @@ def tf_data_service(num_workers):
         deadline = time.monotonic() + START_TIMEOUT
         for process in [processes[0], *workers]:
             line = ""
-            while time.monotonic() < deadline and not line:
+            while not line:
+                # Wait for output without blocking past the deadline.
+                remaining = deadline - time.monotonic()
+                if (
+                    remaining <= 0
+                    or not select.select([process.stdout], [], [], remaining)[0]
+                ):
+                    break
                 line = process.stdout.readline().strip()
+                if not line and process.poll() is not None:
+                    break  # exited without saying ready
             assert line == "ready", "a tf.data service process did not start"
         yield f"grpc://127.0.0.1:{port}"
     finally:
