@@ -1,4 +1,4 @@
-"""What `output_lengths` and `output_mask` add to a padded batch.
+"""What `output_lengths`, `output_mask` and filler rows add to a padded batch.
 
 Shared by the in-memory builders and `kerasbatch.StreamBucketBuilder`: both
 give a batch's `x`, `y` and `sample_weight` (each a tensor, a dict, or None)
@@ -11,7 +11,9 @@ import tensorflow as tf
 from kerasbatch import sources
 
 
-def finish_batch(x, y, sample_weight, lengths, *, output_lengths, output_mask):
+def finish_batch(
+    x, y, sample_weight, lengths, *, output_lengths, output_mask, real_rows=None
+):
     """The batch element: `x`, `(x, y)` or `(x, y, sample_weight)`.
 
     Args:
@@ -42,10 +44,34 @@ def finish_batch(x, y, sample_weight, lengths, *, output_lengths, output_mask):
     if y is None:
         return x
     if output_mask:
-        return x, y, _mask_weights(y, sample_weight, lengths)
+        sample_weight = _mask_weights(y, sample_weight, lengths)
+    if real_rows is not None:
+        sample_weight = _without_filler(sample_weight, y, real_rows)
     if sample_weight is None:
         return x, y
     return x, y, sample_weight
+
+
+def fill_rows(tensor, rows, value=0):
+    """`tensor` with filler rows of `value` appended up to `rows` rows."""
+    extra = rows - tf.shape(tensor, out_type=tf.int64)[0]
+    paddings = tf.pad([[0, extra]], [[0, tensor.shape.rank - 1], [0, 0]])
+    return tf.pad(tensor, paddings, constant_values=tf.cast(value, tensor.dtype))
+
+
+def _without_filler(sample_weight, y, real_rows):
+    """`sample_weight` (None: ones) times 1 for the first `real_rows` rows
+    and 0 for the filler rows after them."""
+    rows = tf.shape(tf.nest.flatten(y)[0], out_type=tf.int64)[0]
+    real = tf.sequence_mask(real_rows, rows, tf.float32)
+    if sample_weight is None:
+        return real
+
+    def weigh(weight):
+        weight = tf.cast(weight, tf.float32)
+        return weight * tf.reshape(real, [-1] + [1] * (weight.shape.rank - 1))
+
+    return tf.nest.map_structure(weigh, sample_weight)
 
 
 def _with_lengths(x, lengths):

@@ -192,6 +192,8 @@ class PackedPlan:
         truncated: elements cut short by the `"truncate"` overflow policy.
         truncated_positions: positions removed by cutting, over all
             sequence components.
+        batch_multiple: every batch is fed with a multiple of this many rows;
+            the rows beyond its packed rows are filler, all padding.
     """
 
     epoch: int
@@ -204,10 +206,16 @@ class PackedPlan:
     dropped: int
     truncated: int
     truncated_positions: int
+    batch_multiple: int = 1
 
     @property
     def num_batches(self):
         return len(self.batch_splits) - 1
+
+    @property
+    def batch_rows(self):
+        """Rows fed per batch: the packed rows and any filler rows."""
+        return plan_lib.round_up(self.rows_per_batch, self.batch_multiple)
 
     @property
     def num_rows(self):
@@ -243,8 +251,9 @@ class PackedPlan:
 
     @property
     def padded_positions(self):
-        """int64 rows × sequence length per batch (of one sequence component)."""
-        return self.rows_per_batch * self.sequence_length
+        """int64 rows fed × sequence length per batch (of one sequence
+        component; filler rows are padding)."""
+        return self.batch_rows * self.sequence_length
 
     def statistics(self):
         """The epoch's `kerasbatch.PlanStatistics`."""
@@ -255,7 +264,7 @@ class PackedPlan:
             num_elements=len(self.indices),
             padding_efficiency=efficiency,
             component_efficiency=dict.fromkeys(self.component_names, efficiency),
-            distinct_shapes=len(np.unique(self.rows_per_batch)),
+            distinct_shapes=len(np.unique(self.batch_rows)),
             dropped=self.dropped,
             truncated=self.truncated,
             truncated_positions=self.truncated_positions,

@@ -70,6 +70,8 @@ class BatchPlan:
         dropped: elements left out of the epoch.
         truncated: elements cut short.
         truncated_positions: positions removed by cutting.
+        batch_multiple: every batch is fed with a multiple of this many rows;
+            the rows beyond its elements are filler, all padding.
     """
 
     epoch: int
@@ -82,6 +84,7 @@ class BatchPlan:
     dropped: int
     truncated: int
     truncated_positions: int
+    batch_multiple: int = 1
 
     @property
     def num_batches(self):
@@ -89,15 +92,22 @@ class BatchPlan:
 
     @property
     def batch_sizes(self):
+        """Elements per batch."""
         return np.diff(self.batch_splits)
+
+    @property
+    def batch_rows(self):
+        """Rows fed per batch: the elements and any filler rows."""
+        return round_up(self.batch_sizes, self.batch_multiple)
 
     def batches(self):
         """The element indices of every batch, as a list of int64 arrays."""
         return np.split(self.indices, self.batch_splits[1:-1])
 
     def padded_positions(self):
-        """Batch size × padded length per batch and component."""
-        return self.batch_sizes[:, None] * self.padded_lengths
+        """Rows × padded length per batch and component (filler rows are
+        padding)."""
+        return self.batch_rows[:, None] * self.padded_lengths
 
     def cumulative_efficiency(self):
         """Padding efficiency of batches `0..b` for every batch `b`."""
@@ -108,7 +118,7 @@ class BatchPlan:
     def statistics(self):
         real = self.real_positions.sum(axis=0)
         padded = self.padded_positions().sum(axis=0)
-        shapes = np.column_stack([self.batch_sizes, self.padded_lengths])
+        shapes = np.column_stack([self.batch_rows, self.padded_lengths])
         return PlanStatistics(
             num_batches=self.num_batches,
             num_elements=len(self.indices),
@@ -133,6 +143,7 @@ def make_plan(
     component_lengths,
     paddings,
     dropped,
+    batch_multiple=1,
 ):
     """Builds a `BatchPlan` from batches and per-batch cut limits.
 
@@ -147,6 +158,7 @@ def make_plan(
             sequence component.
         paddings: `{name: Padding}` for every sequence component.
         dropped: elements left out of the epoch.
+        batch_multiple: rows fed per batch are a multiple of this.
     """
     batch_of_element = np.repeat(
         np.arange(len(batch_splits) - 1), np.diff(batch_splits)
@@ -181,7 +193,14 @@ def make_plan(
         dropped=int(dropped),
         truncated=int(was_cut.sum()),
         truncated_positions=truncated_positions,
+        batch_multiple=int(batch_multiple),
     )
+
+
+def round_up(sizes, multiple):
+    """`sizes` (an int, int array or int tensor) rounded up to multiples of
+    `multiple`."""
+    return -(-sizes // multiple) * multiple
 
 
 def _segment_sum(values, splits):

@@ -91,6 +91,61 @@ def test_replicas_train_in_lock_step_on_the_global_plan(mirrored, kind):
         assert recorded["statistics"][epoch] == statistics.padding_efficiency
 
 
+@pytest.fixture(scope="module")
+def data_parallel():
+    """What `data_parallel_fit.py` recorded on JAX under `DataParallel`."""
+    pytest.importorskip("jax", reason="the JAX backend needs jax (pip install jax)")
+    completed = subprocess.run(
+        [sys.executable, "data_parallel_fit.py", *DISTRIBUTED],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("kind", DISTRIBUTED)
+def test_jax_data_parallel_trains_every_element_once_in_even_batches(
+    data_parallel, kind
+):
+    recorded = data_parallel[kind]
+    steps, num_steps = recorded["steps"], recorded["steps_per_epoch"]
+    assert len(steps) == 2 * num_steps
+    for step in steps:
+        # Every batch is split across both devices, filler rows weigh 0.
+        assert step["rows"] % 2 == 0 and step["devices"] == 2
+        assert set(step["weights"]) <= {0.0, 1.0}
+        assert step["rows"] - step["real_rows"] in (0, 1)
+    for epoch in range(2):
+        part = steps[epoch * num_steps : (epoch + 1) * num_steps]
+        labels = sorted(label for step in part for label in step["labels"])
+        assert labels == recorded["expected"][epoch]  # each element once
+        # The statistics count filler rows as padding, and the callback
+        # logs them.
+        real = sum(step["real_positions"] for step in part)
+        positions = sum(step["positions"] for step in part)
+        efficiency = recorded["statistics"][epoch]["efficiency"]
+        assert efficiency == pytest.approx(real / positions, abs=1e-12)
+        assert recorded["logged"][epoch] == pytest.approx(efficiency, abs=1e-12)
+    assert recorded["loss_finite"]
+    odd = any(step["real_rows"] % 2 for step in steps)
+    if kind == "stream" or odd:  # a stream's remainders may have any size
+        assert "Set batch_multiple=2" in recorded["refused"]
+    else:
+        assert recorded["refused"] is None
+
+
+def test_jax_data_parallel_fills_the_odd_batches(data_parallel):
+    filled = [
+        step["rows"] - step["real_rows"]
+        for recorded in data_parallel.values()
+        for step in recorded["steps"]
+    ]
+    assert sum(filled) > 0  # the check above saw filler rows
+
+
 def test_distribute_names_what_is_wrong(mirrored):
     errors = mirrored["errors"]
     assert "call build(...) first" in errors["before_build"]

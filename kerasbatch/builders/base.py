@@ -6,8 +6,10 @@ import dataclasses
 import gc
 import numbers
 import threading
+import typing
 import weakref
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -78,6 +80,8 @@ class SharedSettings(Configurable):
         padding: see `kerasbatch.builders.Builder`.
         max_length: the longest element allowed, or None.
         overflow: `"error"`, `"truncate"` or `"drop"`.
+        batch_multiple: feed every batch with a multiple of this many rows;
+            see `kerasbatch.builders.Builder`.
         prefetch: `"auto"`, an int, or 0 / None.
     """
 
@@ -90,6 +94,7 @@ class SharedSettings(Configurable):
         padding=None,
         max_length=None,
         overflow="error",
+        batch_multiple=1,
         prefetch="auto",
     ):
         self.shuffle = _bool(shuffle, "shuffle")
@@ -107,6 +112,11 @@ class SharedSettings(Configurable):
                 f"overflow must be one of {OVERFLOW_POLICIES}, got {overflow!r}."
             )
         self.overflow = overflow
+        if not _is_int(batch_multiple) or batch_multiple <= 0:
+            raise ValueError(
+                f"batch_multiple must be a positive int, got {batch_multiple!r}."
+            )
+        self.batch_multiple = int(batch_multiple)
         if not (prefetch in ("auto", None) or (_is_int(prefetch) and prefetch >= 0)):
             raise ValueError(
                 f"prefetch must be 'auto', None or an int >= 0, got {prefetch!r}."
@@ -129,6 +139,7 @@ class SharedSettings(Configurable):
             "padding": padding_lib.padding_config(self.padding),
             "max_length": self.max_length,
             "overflow": self.overflow,
+            "batch_multiple": self.batch_multiple,
             "prefetch": self.prefetch,
         }
 
@@ -313,7 +324,12 @@ class SharedSettings(Configurable):
         """
         served = self._built_copy(dataset, "distribute")
         replicas_lib.check_divisible(
-            served._fixed_batch_sizes(),
+            [
+                (what, size)
+                for what, size in served._fixed_batch_sizes()
+                if plan_lib.round_up(size, self.batch_multiple)
+                % strategy.num_replicas_in_sync
+            ],
             strategy.num_replicas_in_sync,
             type(self).__name__,
         )
@@ -385,6 +401,38 @@ class SharedSettings(Configurable):
         buffer = tf.data.AUTOTUNE if self.prefetch == "auto" else self.prefetch
         return dataset.prefetch(buffer)
 
+    def _check_filler_weights(self, has_targets, lengths_only=False):
+        """Filler rows are kept out of training by a zero `sample_weight`,
+        which needs targets."""
+        if self.batch_multiple > 1 and not has_targets and not lengths_only:
+            raise ValueError(
+                f"batch_multiple={self.batch_multiple} fills smaller batches "
+                "with rows that a zero sample_weight keeps out of the loss, "
+                "but the data has no targets y to weigh. Give y, or set "
+                "batch_multiple=1 and make every batch size a multiple "
+                "yourself (drop_remainder=True)."
+            )
+
+    def _check_data_parallel(self, batch_rows, any_remainder=False):
+        """Raises if a Keras distribution is set (JAX `DataParallel`) whose
+        devices cannot share batches of `batch_rows` rows evenly;
+        `any_remainder`: remainder batches of any size come too."""
+        devices = data_parallel_devices()
+        if devices == 1:
+            return
+        rows = sorted({int(r) for r in np.asarray(batch_rows) if r % devices})
+        if any_remainder and self.batch_multiple % devices:
+            rows.append("a bucket's remainder")
+        if rows:
+            raise ValueError(
+                f"The Keras distribution splits every batch across {devices} "
+                f"devices, but {type(self).__name__} feeds batches of "
+                f"{', '.join(map(str, rows))} rows. Set batch_multiple="
+                f"{devices} (smaller batches get filler rows of zero "
+                "sample_weight), or batch sizes that are multiples with "
+                "drop_remainder=True."
+            )
+
     def _resolve_paddings(self, data, names, default_length):
         """`{name: Padding}` for the components `names` of `data`.
 
@@ -413,6 +461,18 @@ class SharedSettings(Configurable):
             f"max_length={self.max_length} ({len(too_long)} elements are). Set "
             "overflow='truncate' or overflow='drop', or raise max_length."
         )
+
+
+def data_parallel_devices():
+    """The number of devices the global Keras distribution (e.g. JAX
+    `keras.distribution.DataParallel`) splits every batch across; 1 when none
+    is set."""
+    distribution = keras.distribution.distribution()
+    mesh = getattr(distribution, "device_mesh", None)
+    name = getattr(distribution, "batch_dim_name", None)
+    if mesh is None or name not in mesh.axis_names:
+        return 1
+    return int(mesh.shape[list(mesh.axis_names).index(name)])
 
 
 class PlannedBuilder(SharedSettings):
@@ -459,6 +519,7 @@ class PlannedBuilder(SharedSettings):
         """
         self._attach(sources.from_inputs(x, y, sample_weight))
         try:
+            self._check_data_parallel(self.plan().batch_rows)
             return self._serve(lambda served: served._make_dataset())
         except Exception:
             self._data = None  # no half-built state for statistics() to read
@@ -690,7 +751,7 @@ class PlannedBuilder(SharedSettings):
         """The parts of `epoch`'s batches that `replicas` train on, one per
         replica and step."""
         return self._epoch_batches(epoch).flat_map(
-            lambda *batch: tf.data.Dataset.from_tensor_slices(
+            lambda batch: tf.data.Dataset.from_tensor_slices(
                 self._replica_parts(batch, replicas)
             )
         )
@@ -734,6 +795,17 @@ class Builder(PlannedBuilder):
         output_mask: emit the padding mask of the per-frame targets as
             `sample_weight` (1.0 real, 0.0 padding; shape `(batch, time)`),
             multiplied by any `sample_weight` given, for masked losses.
+        batch_multiple: feed every batch with a multiple of this many rows,
+            e.g. the number of devices of `keras.distribution.DataParallel`
+            (JAX), which splits every batch evenly across them. A smaller
+            batch gets filler rows (all padding, lengths 0) whose
+            `sample_weight` is 0, so the loss and the weighted metrics leave
+            them out; `statistics()` counts them as padding, never as data.
+            Every batch then has a `sample_weight` (ones for real rows, times
+            any given or `output_mask` weights); this needs targets y and a
+            loss that takes `sample_weight` (every Keras loss does).
+            Unweighted metrics and batch statistics (`BatchNormalization`)
+            do see the filler rows.
         prefetch: batches to prefetch: `"auto"` (tf.data AUTOTUNE), an int,
             or 0 / None for none.
 
@@ -769,6 +841,7 @@ class Builder(PlannedBuilder):
         overflow="error",
         output_lengths=False,
         output_mask=False,
+        batch_multiple=1,
         prefetch="auto",
     ):
         self.batch_size = _optional_positive_int(batch_size, "batch_size")
@@ -781,6 +854,7 @@ class Builder(PlannedBuilder):
             padding=padding,
             max_length=max_length,
             overflow=overflow,
+            batch_multiple=batch_multiple,
             prefetch=prefetch,
         )
         self.output_lengths = _bool(output_lengths, "output_lengths")
@@ -790,10 +864,11 @@ class Builder(PlannedBuilder):
     def get_config(self):
         """The constructor arguments, JSON-serialisable."""
         config = {"batch_size": self.batch_size, **self._shared_config()}
-        prefetch = config.pop("prefetch")
+        batch_multiple, prefetch = config.pop("batch_multiple"), config.pop("prefetch")
         config.update(
             output_lengths=self.output_lengths,
             output_mask=self.output_mask,
+            batch_multiple=batch_multiple,
             prefetch=prefetch,
         )
         return config
@@ -824,6 +899,7 @@ class Builder(PlannedBuilder):
                 "output_mask=True needs per-frame targets, but y has no "
                 "variable-length component."
             )
+        self._check_filler_weights(data.structure["y"] is not None, lengths_only)
         self._data = data
         self._probe_function = None
         self._lengths = lengths
@@ -913,6 +989,7 @@ class Builder(PlannedBuilder):
             component_lengths=self._component_lengths,
             paddings=self._paddings,
             dropped=self._policy_dropped + self._num_left_out(indices),
+            batch_multiple=self.batch_multiple,
         )
 
     def _running_positions(self, num_batches):
@@ -966,10 +1043,13 @@ class Builder(PlannedBuilder):
         if self._probe_function is None:
             self._probe_function = self._batch_function(None)
         return self._probe_function(
-            tf.constant(indices),
-            tf.constant(batch_size, tf.int64),
-            tf.constant(plan.padded_lengths[0]),
-            tf.constant(limits[0]),
+            BatchArguments(
+                indices=tf.constant(indices),
+                size=tf.constant(batch_size, tf.int64),
+                rows=tf.constant(batch_size, tf.int64),
+                padded_lengths=tf.constant(plan.padded_lengths[0]),
+                limit=tf.constant(limits[0]),
+            )
         )
 
     # --------------------------------------------------------------- pipeline
@@ -980,7 +1060,7 @@ class Builder(PlannedBuilder):
                 "No batch left: every element was dropped (drop_remainder or "
                 "overflow='drop'). Lower the batch size or keep the remainder."
             )
-        sizes = np.unique(self.plan().batch_sizes)
+        sizes = np.unique(self.plan().batch_rows)
         if replicas is not None:
             batch_fn = self._batch_function(replicas.static_size(sizes))
         else:
@@ -999,12 +1079,12 @@ class Builder(PlannedBuilder):
         return batch_fn, num_batches
 
     def _batch_function(self, static_batch_size):
-        """The pipeline's `(indices, size, padded lengths, limit) → batch` map."""
+        """The pipeline's `BatchArguments → batch` map."""
         return _BatchFunction(self, static_batch_size)
 
     def _batch_arguments(self, epoch):
-        """Per batch of `epoch`: its indices, size, padded lengths and cut
-        limit, computed in the graph as `make_plan` computes them."""
+        """The `BatchArguments` of every batch of `epoch`, stacked, computed
+        in the graph as `make_plan` computes them."""
         tensors = self._epoch_tensors
         rows, sizes = tensors.order.batch_rows(epoch)
         first = rows[:, 0]
@@ -1024,19 +1104,46 @@ class Builder(PlannedBuilder):
                 )
                 length = tf.reduce_max(tf.where(valid, kept, 0), axis=1)
             padded.append(length[:, None])
-        return rows, sizes, tf.concat(padded, axis=1), batch_limits
+        return BatchArguments(
+            indices=rows,
+            size=sizes,
+            rows=plan_lib.round_up(sizes, self.batch_multiple),
+            padded_lengths=tf.concat(padded, axis=1),
+            limit=batch_limits,
+        )
 
     def _replica_parts(self, batch, replicas):
-        rows, size, padded_lengths, limit = batch
-        start, part = replicas.spans(size)
-        parts = replicas_lib.take_parts(rows, start, part, fill=-1)
-        repeat = tf.stack([replicas.count, 1])
-        return (
-            parts,
-            part,
-            tf.tile(padded_lengths[None], repeat),
-            tf.fill([replicas.count], limit),
+        start, part = replicas.spans(batch.rows)
+        real = tf.clip_by_value(batch.size - start, 0, part)
+        return BatchArguments(
+            indices=replicas_lib.take_parts(batch.indices, start, real, fill=-1),
+            size=real,
+            rows=part,
+            padded_lengths=tf.tile(
+                batch.padded_lengths[None], tf.stack([replicas.count, 1])
+            ),
+            limit=tf.fill([replicas.count], batch.limit),
         )
+
+
+class BatchArguments(typing.NamedTuple):
+    """What the pipeline knows of one batch before gathering it (or, stacked,
+    of every batch of an epoch): the seam where plans become tensors.
+
+    Attributes:
+        indices: int64 `(width,)` element indices, the batch's first `size`
+            entries (the rest is -1).
+        size: int64 elements in the batch.
+        rows: int64 rows fed: `size` and filler rows (`batch_multiple`).
+        padded_lengths: int64 `(sequence components,)` padded lengths.
+        limit: int64 cut length of the batch's elements (`NO_LIMIT`: none).
+    """
+
+    indices: tf.Tensor
+    size: tf.Tensor
+    rows: tf.Tensor
+    padded_lengths: tf.Tensor
+    limit: tf.Tensor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1057,7 +1164,7 @@ class _EpochTensors:
 
 
 class _BatchFunction:
-    """Gathers and pads one batch: `(indices, size, padded lengths, limit) → element`."""
+    """Gathers and pads one batch: `BatchArguments → element`."""
 
     def __init__(self, builder, static_batch_size):
         data = builder._data
@@ -1069,23 +1176,25 @@ class _BatchFunction:
         self.may_cut = bool((builder._element_limits != plan_lib.NO_LIMIT).any())
         self.output_lengths = builder.output_lengths
         self.output_mask = builder.output_mask
+        self.fills = builder.batch_multiple > 1
 
-    def __call__(self, row, batch_size, padded_lengths, limit):
-        indices = row[:batch_size]
+    def __call__(self, batch):
+        indices = batch.indices[: batch.size]
         tensors, lengths = {}, {}
         column = 0
         for component, tensor in zip(self.components, self.tensors, strict=True):
             if not component.is_sequence:
-                tensors[component.name] = self._gather(component, tensor, indices)
-                tensors[component.name].set_shape(
-                    [self.static_batch_size, *component.trailing_shape]
-                )
+                gathered = self._gather(component, tensor, indices)
+                if self.fills:
+                    gathered = outputs.fill_rows(gathered, batch.rows)
+                gathered.set_shape([self.static_batch_size, *component.trailing_shape])
+                tensors[component.name] = gathered
                 continue
             rows = self._gather(component, tensor, indices)
             if self.may_cut:
-                rows = rows[:, :limit]
+                rows = rows[:, : batch.limit]
             shape = tf.stack(
-                [batch_size, padded_lengths[column], *component.trailing_shape]
+                [batch.rows, batch.padded_lengths[column], *component.trailing_shape]
             )
             value = tf.cast(self.paddings[component.name].value, tensor.dtype)
             padded = rows.to_tensor(value, shape=shape)
@@ -1098,14 +1207,18 @@ class _BatchFunction:
             )
             tensors[component.name] = padded
             lengths[component.name] = rows.row_lengths()
+            if self.fills:
+                lengths[component.name] = outputs.fill_rows(
+                    lengths[component.name], batch.rows
+                )
             column += 1
-        return self._structure(tensors, lengths)
+        return self._structure(tensors, lengths, batch)
 
     def _gather(self, component, tensor, indices):
         """The batch's rows of `component`: ragged for sequences, else dense."""
         return tf.gather(tensor, indices)
 
-    def _structure(self, tensors, lengths):
+    def _structure(self, tensors, lengths, batch):
         roles = [
             None if self.structure[role] is None else self._role(role, tensors)
             for role in sources.ROLES
@@ -1115,6 +1228,7 @@ class _BatchFunction:
             lengths,
             output_lengths=self.output_lengths,
             output_mask=self.output_mask,
+            real_rows=batch.size if self.fills else None,
         )
 
     def _role(self, role, tensors):

@@ -109,6 +109,7 @@ class ChunkBuilder(PaddedBuilder):
         padding=None,
         output_lengths=False,
         output_mask=False,
+        batch_multiple=1,
         prefetch="auto",
     ):
         self.chunk_size = _optional_positive_int(chunk_size, "chunk_size")
@@ -149,6 +150,7 @@ class ChunkBuilder(PaddedBuilder):
             padding=padding,
             output_lengths=output_lengths,
             output_mask=output_mask,
+            batch_multiple=batch_multiple,
             prefetch=prefetch,
         )
 

@@ -1,11 +1,14 @@
 """Packed rows: several sequences per fixed-length row, with segment ids."""
 
+import typing
+
 import keras
 import numpy as np
 import tensorflow as tf
 
 from kerasbatch import epochs as epochs_lib
 from kerasbatch import orders, packing, sources
+from kerasbatch import plan as plan_lib
 from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders.base import PlannedBuilder, _bool, _optional_positive_int
 
@@ -123,6 +126,7 @@ class PackedBuilder(PlannedBuilder):
         padding=None,
         max_length=None,
         overflow="error",
+        batch_multiple=1,
         prefetch="auto",
     ):
         if sequence_length is None:
@@ -146,6 +150,7 @@ class PackedBuilder(PlannedBuilder):
             padding=padding,
             max_length=max_length,
             overflow=overflow,
+            batch_multiple=batch_multiple,
             prefetch=prefetch,
         )
         if self.max_length > self.sequence_length:
@@ -166,6 +171,7 @@ class PackedBuilder(PlannedBuilder):
         }
 
     def _attach(self, data):
+        self._check_filler_weights(data.structure["y"] is not None)
         _check_aligned(data)
         _check_weight_targets(data)
         x_keys = data.structure["x"] if isinstance(data.structure["x"], tuple) else ()
@@ -256,6 +262,7 @@ class PackedBuilder(PlannedBuilder):
             dropped=self._policy_dropped + len(candidates) - len(indices),
             truncated=int((cut > 0).sum()),
             truncated_positions=int(cut.sum()) * num_components,
+            batch_multiple=self.batch_multiple,
         )
 
     def _running_positions(self, num_batches):
@@ -270,9 +277,9 @@ class PackedBuilder(PlannedBuilder):
     def _pipeline(self, replicas):
         plan = self.plan(0)
         if replicas is not None:
-            static_batch_size = replicas.static_size(plan.rows_per_batch)
-        elif np.all(plan.rows_per_batch == self.batch_size):
-            static_batch_size = self.batch_size
+            static_batch_size = replicas.static_size(plan.batch_rows)
+        elif len(np.unique(plan.batch_rows)) == 1:
+            static_batch_size = int(plan.batch_rows[0])
         else:
             static_batch_size = None
         pack_rows = _PackRows(self, static_batch_size)
@@ -282,26 +289,54 @@ class PackedBuilder(PlannedBuilder):
         return tf.autograph.experimental.do_not_convert(pack_rows), plan.num_batches
 
     def _batch_arguments(self, epoch):
-        """Every batch of `epoch`, in-graph: its elements row after row, the
-        sequences in each row, and its number of rows."""
-        return self._graph_order.batch_rows(epoch)
+        """The `PackedBatchArguments` of every batch of `epoch`, stacked,
+        computed in the graph."""
+        elements, segments, num_rows = self._graph_order.batch_rows(epoch)
+        return PackedBatchArguments(
+            elements=elements,
+            segments=segments,
+            num_rows=num_rows,
+            rows=plan_lib.round_up(num_rows, self.batch_multiple),
+        )
 
     def _replica_parts(self, batch, replicas):
         """Every replica's rows of the packed batch, and their elements."""
-        elements, segments, num_rows = batch
-        start, part = replicas.spans(num_rows)
-        row_segments = replicas_lib.take_parts(segments, start, part, fill=0)
-        ends = tf.concat([[0], tf.cumsum(segments)], axis=0)
-        first_element = tf.gather(ends, start)
-        element_counts = tf.gather(ends, start + part) - first_element
-        row_elements = replicas_lib.take_parts(
-            elements, first_element, element_counts, fill=-1
+        start, part = replicas.spans(batch.rows)
+        real = tf.clip_by_value(batch.num_rows - start, 0, part)
+        row_segments = replicas_lib.take_parts(batch.segments, start, real, fill=0)
+        ends = tf.concat([[0], tf.cumsum(batch.segments)], axis=0)
+        first_row = tf.minimum(start, batch.num_rows)
+        first_element = tf.gather(ends, first_row)
+        element_counts = tf.gather(ends, first_row + real) - first_element
+        return PackedBatchArguments(
+            elements=replicas_lib.take_parts(
+                batch.elements, first_element, element_counts, fill=-1
+            ),
+            segments=row_segments,
+            num_rows=real,
+            rows=part,
         )
-        return row_elements, row_segments, part
+
+
+class PackedBatchArguments(typing.NamedTuple):
+    """What the pipeline knows of one packed batch before gathering it (or,
+    stacked, of every batch of an epoch).
+
+    Attributes:
+        elements: int64 `(width,)` element indices, row after row (-1 after).
+        segments: int64 `(width,)` elements per packed row (0 after).
+        num_rows: int64 packed rows in the batch.
+        rows: int64 rows fed: `num_rows` and filler rows (`batch_multiple`).
+    """
+
+    elements: tf.Tensor
+    segments: tf.Tensor
+    num_rows: tf.Tensor
+    rows: tf.Tensor
 
 
 class _PackRows:
-    """Builds one batch of packed rows: `(elements, segments, rows) → element`."""
+    """Builds one batch of packed rows: `PackedBatchArguments → element`."""
 
     def __init__(self, builder, static_batch_size):
         data = builder._data
@@ -317,9 +352,10 @@ class _PackRows:
         self.starts = tf.constant(sequence.row_splits[:-1])
         self.lengths = tf.constant(builder._cut_lengths)
 
-    def __call__(self, elements, segments, num_rows):
-        segments = segments[:num_rows]
-        indices = elements[: tf.reduce_sum(segments)]
+    def __call__(self, batch):
+        num_rows = batch.num_rows
+        segments = batch.segments[:num_rows]
+        indices = batch.elements[: tf.reduce_sum(segments)]
         lengths = tf.gather(self.lengths, indices)
         positions = tf.ragged.range(lengths).flat_values
         token_index = tf.repeat(tf.gather(self.starts, indices), lengths) + positions
@@ -332,7 +368,7 @@ class _PackRows:
             tokens into rows of `sequence_length`, per-element values into
             `max_segments` slots."""
             rows = tf.RaggedTensor.from_row_lengths(values, row_lengths)
-            shape = [num_rows, width, *values.shape[1:]]
+            shape = [batch.rows, width, *values.shape[1:]]
             dense = rows.to_tensor(tf.cast(value, values.dtype), shape=shape)
             dense.set_shape([self.static_batch_size, *dense.shape[1:]])
             return dense

@@ -163,7 +163,9 @@ def global_batches(builder, epochs, initial_epoch, num_batches):
             lambda: cached,
             lambda: builder._batch_arguments(epoch),
         )
-        batch = tuple(values[number % num_batches] for values in arguments)
+        batch = tf.nest.map_structure(
+            lambda values: values[number % num_batches], arguments
+        )
         return (epoch, arguments), batch
 
     numbers = tf.data.Dataset.range(epochs * num_batches)

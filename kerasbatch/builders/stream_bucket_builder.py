@@ -165,6 +165,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         overflow="error",
         output_lengths=False,
         output_mask=False,
+        batch_multiple=1,
         prefetch="auto",
     ):
         batch_size = self._init_buckets(
@@ -188,6 +189,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             padding=padding,
             max_length=max_length,
             overflow=overflow,
+            batch_multiple=batch_multiple,
             prefetch=prefetch,
         )
         self.output_lengths = _bool(output_lengths, "output_lengths")
@@ -205,10 +207,11 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             "buffer_size": self.buffer_size,
         }
         config.update(self._shared_config())
-        prefetch = config.pop("prefetch")
+        batch_multiple, prefetch = config.pop("batch_multiple"), config.pop("prefetch")
         config.update(
             output_lengths=self.output_lengths,
             output_mask=self.output_mask,
+            batch_multiple=batch_multiple,
             prefetch=prefetch,
         )
         return config
@@ -248,6 +251,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 "sequences."
             )
         elements = _Elements(dataset.element_spec)
+        self._check_filler_weights("y" in elements.roles)
         if self.output_mask and "y" not in elements.sequence_roles:
             raise ValueError(
                 "output_mask=True needs per-frame targets, but the dataset's "
@@ -261,6 +265,10 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         )
         cardinality = int(dataset.cardinality())
         num_batches = self._resolve_buckets(elements, paddings, lengths, cardinality)
+        self._check_data_parallel(
+            plan_lib.round_up(np.array(self.resolved_batch_sizes), self.batch_multiple),
+            any_remainder=not self.drop_remainder,
+        )
         self._elements = elements
         self._paddings = paddings
         self._constants = None
@@ -769,6 +777,15 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         flat = list(batch["components"])
         positions = self._elements.sequence_positions
         size = tf.shape(batch["bucket"], out_type=tf.int64)[0]
+        rows, lengths = size, batch["lengths"]
+        if self.batch_multiple > 1:
+            rows = plan_lib.round_up(size, self.batch_multiple)
+            values = self._padding_values(batch)["components"]
+            flat = [
+                outputs.fill_rows(t, rows, 0 if value is None else value)
+                for t, value in zip(flat, values, strict=True)
+            ]
+            lengths = outputs.fill_rows(lengths, rows)
         padded_lengths = tf.stack(
             [tf.shape(flat[i], out_type=tf.int64)[1] for i in positions]
         )
@@ -785,19 +802,19 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             [
                 tf.stack(scalars),
                 tf.reduce_sum(batch["lengths"], axis=0),
-                size * padded_lengths,
+                rows * padded_lengths,
             ],
             axis=0,
         )
         shape = tf.strings.reduce_join(
-            tf.strings.as_string(tf.concat([[size], padded_lengths], axis=0)),
+            tf.strings.as_string(tf.concat([[rows], padded_lengths], axis=0)),
             separator=",",
         )
         sizes = self._pipeline_constants()["sizes"]
         full = size == tf.gather(sizes, batch["bucket"][0])
         element = tf.nest.pack_sequence_as(self._elements.structure, flat)
-        if self.output_lengths or self.output_mask:
-            element = self._with_outputs(element, batch["lengths"])
+        if self.output_lengths or self.output_mask or self.batch_multiple > 1:
+            element = self._with_outputs(element, lengths, size)
         return element, counted, shape, full
 
     def _count_batch(self, element, counted, shape, full):
@@ -823,16 +840,18 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         with tf.control_dependencies(updates):
             element = tf.nest.map_structure(tf.identity, element)
         if self.drop_remainder and len(set(self.resolved_batch_sizes)) == 1:
+            rows = int(
+                plan_lib.round_up(self.resolved_batch_sizes[0], self.batch_multiple)
+            )
             for t in tf.nest.flatten(element):
-                t.set_shape(
-                    [self.resolved_batch_sizes[0]] + [None] * (t.shape.rank - 1)
-                )
+                t.set_shape([rows] + [None] * (t.shape.rank - 1))
         if self.drop_remainder:
             return element, full
         return element
 
-    def _with_outputs(self, element, lengths):
-        """`output_lengths` and `output_mask` (`kerasbatch.outputs`)."""
+    def _with_outputs(self, element, lengths, size):
+        """`output_lengths`, `output_mask` and the weights of filler rows
+        (`kerasbatch.outputs`); `size`: the batch's real rows."""
         roles = list(element) if isinstance(element, tuple) else [element]
         roles += [None] * (len(sources.ROLES) - len(roles))
         by_name = {
@@ -844,6 +863,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             by_name,
             output_lengths=self.output_lengths,
             output_mask=self.output_mask,
+            real_rows=size if self.batch_multiple > 1 else None,
         )
 
     # ------------------------------------------------------------- statistics

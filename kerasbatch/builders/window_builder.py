@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasbatch import orders, sources
+from kerasbatch import orders, outputs, sources
 from kerasbatch import reducers as reducers_lib
 from kerasbatch.builders.base import Builder, _BatchFunction, _optional_positive_int
 from kerasbatch.padding import Padding
@@ -93,6 +93,7 @@ class WindowBuilder(Builder):
         seed=0,
         max_length=None,
         overflow="error",
+        batch_multiple=1,
         prefetch="auto",
     ):
         self.size, self.shift, self.stride = _window_arguments(size, shift, stride)
@@ -103,6 +104,7 @@ class WindowBuilder(Builder):
             drop_remainder=drop_remainder,
             max_length=max_length,
             overflow=overflow,
+            batch_multiple=batch_multiple,
             prefetch=prefetch,
         )
         self.reducers = _parse_reducers(reducers)
@@ -225,6 +227,27 @@ class WindowBuilder(Builder):
         for component in batched:
             if isinstance(self._reducers[component.name], reducers_lib.DenseBatch):
                 self._check_one_shape(component)
+        if self.batch_multiple > 1:
+            self._check_fillable()
+
+    def _check_fillable(self):
+        """Filler rows extend dense batched components only."""
+        sparse = {
+            c.name for c in self._data.components if isinstance(c, SparseComponent)
+        }
+        for name, reducer in self._reducers.items():
+            batches = isinstance(
+                reducer, reducers_lib.PaddedBatch | reducers_lib.DenseBatch
+            )
+            if name in sparse or not batches:
+                raise ValueError(
+                    f"batch_multiple={self.batch_multiple} fills each window's "
+                    f"batch with rows, but component {name!r} is reduced by "
+                    f"{reducer!r}{' of sparse elements' if name in sparse else ''}, "
+                    "which gives no dense row per element. Use 'padded' or "
+                    "'dense' reducers of dense elements, or batch_multiple=1 "
+                    "with a window size that is a multiple (drop_remainder=True)."
+                )
 
     def _resolve_reducers(self):
         """`{component name: reducer}` for every component of the data."""
@@ -321,10 +344,12 @@ class _WindowFunction(_BatchFunction):
         super().__init__(builder, static_batch_size)
         self.reducers = builder._reducers
 
-    def __call__(self, row, size, padded_lengths, limit):
-        indices = row[:size]
-        limit = limit if self.may_cut else None
-        planned = dict(zip(self.paddings, tf.unstack(padded_lengths), strict=True))
+    def __call__(self, batch):
+        indices = batch.indices[: batch.size]
+        limit = batch.limit if self.may_cut else None
+        planned = dict(
+            zip(self.paddings, tf.unstack(batch.padded_lengths), strict=True)
+        )
         tensors = {}
         for component, tensor in zip(self.components, self.tensors, strict=True):
             reducer = self.reducers[component.name]
@@ -344,8 +369,12 @@ class _WindowFunction(_BatchFunction):
                 and reducer.padding.fixed_length is None
             ):
                 reduced = _pad_to(reduced, planned[component.name], reducer.value)
+            if self.fills:
+                reduced = outputs.fill_rows(
+                    reduced, batch.rows, getattr(reducer, "value", 0)
+                )
             tensors[component.name] = reduced
-        return self._structure(tensors, lengths={})
+        return self._structure(tensors, {}, batch)
 
 
 def _pad_to(batch, length, value):

@@ -1,0 +1,163 @@
+"""`batch_multiple`: every batch fed with a multiple of n rows, the rows
+beyond its elements filler (all padding, `sample_weight` 0), counted as
+padding by `statistics()`, never as data."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kerasbatch
+
+LENGTHS = np.random.default_rng(3).integers(1, 12, 23)
+LABELS = np.arange(1, len(LENGTHS) + 1, dtype="int32")
+
+
+def sequences():
+    """Element i is its label `i + 1` repeated `LENGTHS[i]` times."""
+    return [
+        np.full(n, label, "int32") for n, label in zip(LENGTHS, LABELS, strict=True)
+    ]
+
+
+def stream():
+    ragged = tf.ragged.constant(sequences())
+    x = tf.data.Dataset.from_tensor_slices(ragged).map(lambda r: r)
+    return tf.data.Dataset.zip(x, tf.data.Dataset.from_tensor_slices(LABELS))
+
+
+BUILDERS = {
+    "padded": lambda **kw: kerasbatch.PaddedBuilder(batch_size=5, **kw),
+    "sorted": lambda **kw: kerasbatch.SortedBuilder(batch_size=5, **kw),
+    "bucket": lambda **kw: kerasbatch.BucketBuilder(num_buckets=3, batch_size=5, **kw),
+    "budget": lambda **kw: kerasbatch.BucketBuilder(num_buckets=3, max_tokens=30, **kw),
+    "packed": lambda **kw: kerasbatch.PackedBuilder(12, batch_size=3, **kw),
+    "chunk": lambda **kw: kerasbatch.ChunkBuilder(4, batch_size=5, **kw),
+    "window": lambda **kw: kerasbatch.WindowBuilder(5, 5, drop_remainder=False, **kw),
+    "stream": lambda **kw: kerasbatch.StreamBucketBuilder(
+        boundaries=[4, 8], batch_size=5, buffer_size=8, **kw
+    ),
+}
+
+
+def build(builder, **inputs):
+    if isinstance(builder, kerasbatch.StreamBucketBuilder):
+        return builder.build(stream(), lengths=LENGTHS)
+    return builder.build(sequences(), LABELS, **inputs)
+
+
+def rows_of(batch):
+    x, y, weights = batch
+    x = x["x"] if isinstance(x, dict) else x
+    weights = weights.numpy().reshape(len(y), -1)
+    return x.numpy(), y.numpy().reshape(len(y), -1), weights
+
+
+@pytest.mark.parametrize("kind", BUILDERS)
+@pytest.mark.parametrize("multiple", [2, 4])
+def test_every_batch_is_a_multiple_with_weightless_filler(kind, multiple):
+    builder = BUILDERS[kind](batch_multiple=multiple, seed=1)
+    dataset = build(builder)
+    plain = BUILDERS[kind](seed=1)
+    plain_dataset = build(plain)
+    for epoch in range(2):
+        builder.set_epoch(epoch)
+        plain.set_epoch(epoch)
+        unfilled = [tf.nest.flatten(b)[0].shape[0] for b in plain_dataset]
+        real = padded = 0
+        labels = []
+        batches = list(dataset)
+        assert len(batches) == len(dataset) == len(unfilled)
+        for batch, size in zip(batches, unfilled, strict=True):
+            x, y, weights = rows_of(batch)
+            assert len(x) == len(y) == len(weights) == -(-size // multiple) * multiple
+            filler = weights.max(axis=1) == 0
+            assert not filler[:size].any() and filler[size:].all()
+            assert not x[size:].any()  # filler rows are padding
+            labels += y[weights > 0].tolist()
+            real, padded = real + np.count_nonzero(x), padded + x.size
+        statistics = builder.statistics(epoch=epoch)
+        assert statistics.padding_efficiency == pytest.approx(real / padded, 1e-12)
+        assert statistics.num_elements == plain.statistics(epoch=epoch).num_elements
+        expected = LABELS  # every chunk of a sequence carries its label:
+        if kind == "chunk":
+            expected = LABELS[builder.chunk_table.sequence]
+        assert sorted(labels) == sorted(expected.tolist())
+
+
+@pytest.mark.parametrize("kind", ["padded", "bucket", "packed", "stream"])
+def test_the_filler_is_counted_as_padding(kind):
+    builder = BUILDERS[kind](batch_multiple=4, seed=1)
+    plain = BUILDERS[kind](seed=1)
+    list(build(builder)), list(build(plain))
+    filled, unfilled = builder.statistics(), plain.statistics()
+    assert filled.num_batches == unfilled.num_batches
+    assert filled.num_elements == unfilled.num_elements
+    assert filled.padding_efficiency < unfilled.padding_efficiency
+
+
+def test_given_and_mask_weights_are_kept_for_real_rows():
+    weights = np.linspace(0.5, 2.0, len(LENGTHS)).astype("float32")
+    frames = [np.ones(n, "float32") for n in LENGTHS]
+    builder = kerasbatch.SortedBuilder(
+        batch_size=5, shuffle=False, batch_multiple=4, output_mask=True
+    )
+    dataset = builder.build(sequences(), frames, weights)
+    order = builder.plan().indices
+    seen = 0
+    for x, _, mask in dataset:
+        size = int(np.count_nonzero(x.numpy().any(axis=1)))
+        elements = order[seen : seen + size]
+        seen += size
+        expected = np.zeros(mask.shape, "float32")
+        for row, element in enumerate(elements):
+            expected[row, : LENGTHS[element]] = weights[element]
+        np.testing.assert_allclose(mask.numpy(), expected)
+    assert seen == len(LENGTHS)
+
+
+def test_without_filler_the_structure_still_has_weights():
+    builder = kerasbatch.PaddedBuilder(batch_size=4, batch_multiple=2, shuffle=False)
+    dataset = builder.build([np.ones(n, "int32") for n in (1, 2, 3, 4)], np.arange(4))
+    ((x, y, weights),) = list(dataset)
+    assert weights.numpy().tolist() == [1.0] * 4
+
+
+def test_config_round_trips_and_equality_sees_it():
+    for make in BUILDERS.values():
+        builder = make(batch_multiple=8)
+        config = builder.get_config()
+        assert config["batch_multiple"] == 8
+        assert type(builder).from_config(config) == builder
+        assert make() != builder
+
+
+def test_replicas_share_a_filled_batch_evenly():
+    builder = kerasbatch.SortedBuilder(batch_size=5, shuffle=False, batch_multiple=2)
+    train = builder.build(sequences(), LABELS)
+    strategy = tf.distribute.get_strategy()  # one replica: the whole batch
+    batches = list(builder.distribute(strategy))
+    assert [len(b[0]) for b in batches] == [len(b[0]) for b in train]
+
+
+@pytest.mark.parametrize("value", [0, -2, 1.5, "2", None, True])
+def test_bad_batch_multiple_is_named(value):
+    with pytest.raises(ValueError, match="batch_multiple must be a positive int"):
+        kerasbatch.SortedBuilder(batch_size=4, batch_multiple=value)
+
+
+@pytest.mark.parametrize("kind", BUILDERS)
+def test_filler_without_targets_is_refused(kind):
+    builder = BUILDERS[kind](batch_multiple=2)
+    with pytest.raises(ValueError, match="no targets y to weigh"):
+        if isinstance(builder, kerasbatch.StreamBucketBuilder):
+            builder.build(stream().map(lambda x, y: x), lengths=LENGTHS)
+        else:
+            builder.build(sequences())
+
+
+def test_window_filler_needs_batched_reducers():
+    builder = kerasbatch.WindowBuilder(
+        5, 5, reducers={"y": "count"}, drop_remainder=False, batch_multiple=2
+    )
+    with pytest.raises(ValueError, match="component 'y' is reduced by"):
+        builder.build(sequences(), LABELS)
