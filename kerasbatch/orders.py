@@ -84,8 +84,10 @@ class EpochOrder:
     """The fixed part of every epoch's batches, and how epochs reshuffle it.
 
     Attributes:
-        units: int64 element indices to batch.
-        groups: int64 group key of every unit, in `[0, MAX_GROUP)`.
+        units: element indices to batch (int32 where they fit, to halve the
+            memory of large datasets; results are int64).
+        groups: group key of every unit, in `[0, MAX_GROUP)` (int32 where
+            the keys fit).
         starts: int64 start of every batch in the units sorted by group.
         sizes: int64 size of every batch (positive).
         shuffle_units: order the units of a group by hash every epoch (else
@@ -112,6 +114,8 @@ class EpochOrder:
     shuffle_batches: bool
 
     def __post_init__(self):
+        object.__setattr__(self, "units", compact(self.units))
+        object.__setattr__(self, "groups", compact(self.groups))
         if len(self.groups) and (
             self.groups.min() < 0 or self.groups.max() >= MAX_GROUP
         ):
@@ -188,7 +192,7 @@ class EpochOrder:
         """int64 keys whose stable argsort orders the units of `epoch`."""
         if not self.shuffle_units:
             return self.groups
-        return self.groups * MAX_GROUP + hash31(
+        return self.groups.astype(np.int64) * MAX_GROUP + hash31(
             seed, epoch, UNIT_STREAM, len(self.units)
         )
 
@@ -211,7 +215,18 @@ class EpochOrder:
         sizes = self.sizes[taken]
         splits = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         offsets = np.repeat(self.starts[taken] - splits[:-1], sizes)
-        return ordered[np.arange(splits[-1]) + offsets], splits
+        indices = ordered[np.arange(splits[-1]) + offsets].astype(np.int64)
+        return indices, splits
+
+
+def compact(values):
+    """Non-negative int `values` as int32 when they fit (else int64)."""
+    values = np.asarray(values)
+    if values.dtype == np.int32:
+        return values
+    if len(values) and values.max() >= 2**31:
+        return values.astype(np.int64, copy=False)
+    return values.astype(np.int32)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbatch import epochs as epochs_lib
+from kerasbatch import orders as orders_lib
 from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
@@ -879,7 +880,9 @@ class Builder(PlannedBuilder):
         component_lengths = self._planned_component_lengths(data)
         names = list(component_lengths)
         lengths = np.zeros(data.num_elements, dtype=np.int64)  # no sequence
-        if names:
+        if len(names) == 1:
+            lengths = component_lengths[names[0]]
+        elif names:
             lengths = np.max([component_lengths[name] for name in names], axis=0)
         candidates, overflow_limit, policy_dropped = self._apply_overflow(lengths)
         paddings = self._resolve_paddings(data, names, self._default_padding_length())
@@ -907,11 +910,14 @@ class Builder(PlannedBuilder):
         self._policy_dropped = policy_dropped
         self._paddings = paddings
         self._component_lengths = component_lengths
-        self._element_limits = np.full(len(lengths), overflow_limit, dtype=np.int64)
+        # One limit for all: a read-only view of one value, no memory.
+        self._element_limits = np.broadcast_to(np.int64(overflow_limit), lengths.shape)
         self._element_bounds = None
         with self._plans_lock:
             self._plans.clear()
-        self._cut_lengths = np.minimum(lengths, overflow_limit)
+        self._cut_lengths = lengths
+        if len(lengths) and lengths.max() > overflow_limit:
+            self._cut_lengths = np.minimum(lengths, overflow_limit)
         try:
             self._prepare()
             self._check_fixed_lengths()
@@ -1069,10 +1075,10 @@ class Builder(PlannedBuilder):
             bounds = self._element_bounds
             self._epoch_tensors = _EpochTensors(
                 order=epochs_lib.GraphOrder(self._order, self.seed),
-                limits=tf.constant(self._element_limits),
-                bounds=None if bounds is None else tf.constant(bounds),
+                limits=_per_element(self._element_limits),
+                bounds=None if bounds is None else _per_element(bounds),
                 columns=[
-                    (tf.constant(lengths), self._paddings[name])
+                    (_per_element(lengths), self._paddings[name])
                     for name, lengths in self._component_lengths.items()
                 ],
             )
@@ -1088,7 +1094,7 @@ class Builder(PlannedBuilder):
         tensors = self._epoch_tensors
         rows, sizes = tensors.order.batch_rows(epoch)
         first = rows[:, 0]
-        batch_limits = tf.gather(tensors.limits, first)
+        batch_limits = _take(tensors.limits, first)
         valid = rows >= 0
         padded = [tf.zeros([tf.shape(rows)[0], 0], tf.int64)]
         for lengths, padding in tensors.columns:
@@ -1097,10 +1103,10 @@ class Builder(PlannedBuilder):
                     tf.shape(first), tf.constant(padding.fixed_length, tf.int64)
                 )
             elif padding.length == "bucket":
-                length = tf.gather(tensors.bounds, first)
+                length = _take(tensors.bounds, first)
             else:
                 kept = tf.minimum(
-                    tf.gather(lengths, tf.maximum(rows, 0)), batch_limits[:, None]
+                    _take(lengths, tf.maximum(rows, 0)), batch_limits[:, None]
                 )
                 length = tf.reduce_max(tf.where(valid, kept, 0), axis=1)
             padded.append(length[:, None])
@@ -1152,9 +1158,9 @@ class _EpochTensors:
 
     Attributes:
         order: the `kerasbatch.epochs.GraphOrder` of the batches.
-        limits: int64 cut length of every element.
-        bounds: int64 bucket padding bound of every element, or None.
-        columns: `(int64 lengths, Padding)` of every sequence component.
+        limits: cut length of every element (`_per_element`).
+        bounds: bucket padding bound of every element, or None.
+        columns: `(lengths, Padding)` of every sequence component.
     """
 
     order: epochs_lib.GraphOrder
@@ -1235,6 +1241,21 @@ class _BatchFunction:
         if self.structure[role] == "single":
             return tensors[role]
         return {c.key: tensors[c.name] for c in self.components if c.role == role}
+
+
+def _per_element(values):
+    """A per-element int array as a tensor for `_take`: a scalar when all
+    values are equal, else int32 where they fit (half the memory)."""
+    if len(values) and (values == values[0]).all():
+        return tf.constant(values[0], tf.int64)
+    return tf.constant(orders_lib.compact(values))
+
+
+def _take(values, indices):
+    """int64 `values[indices]` of a `_per_element` tensor."""
+    if values.shape.rank == 0:
+        return tf.fill(tf.shape(indices), values)
+    return tf.cast(tf.gather(values, indices), tf.int64)
 
 
 def _checkpointable(dataset):

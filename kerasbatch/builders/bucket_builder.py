@@ -314,14 +314,14 @@ class BucketBuilder(BucketSettings, Builder):
         lengths = self._cut_lengths
         boundaries = self._resolve_boundaries(lengths[self._candidates])
         num_buckets = len(boundaries) + 1
-        bucket_of = np.searchsorted(boundaries, lengths, side="right")
+        bucket_of = np.searchsorted(boundaries, lengths, side="right").astype(np.int32)
         longest = int(lengths[self._candidates].max())
         last_upper = self.max_length if self.max_length is not None else longest
         lower, bounds = self._bucket_bounds(boundaries, last_upper)
         if self.truncate:
             cut = np.where(bucket_of > 0, lower[bucket_of], plan_lib.NO_LIMIT)
             self._element_limits = np.minimum(self._element_limits, cut)
-        self._element_bounds = bounds[bucket_of]
+        self._element_bounds = orders.compact(bounds)[bucket_of]
         self._bucket_of = bucket_of
         self.resolved_boundaries = boundaries
         self.bucket_counts = np.bincount(
