@@ -3,12 +3,12 @@
 Builders plan each epoch's batches in numpy (random, sorted, length buckets,
 token budgets, truncation) and pad once per batch in `tf.data`, so `model.fit`
 spends as little work on padding as the data allows. The planning modules
-(`boundaries`, `orders`, `packing`, `plan`) need NumPy only: `import
-kerasbatch` works without TensorFlow for them.
+(`boundaries`, `buckets`, `orders`, `packing`, `plan`) need NumPy only:
+`import kerasbatch` works without TensorFlow for them.
 """
 
 # Planning needs NumPy only: these import without TensorFlow.
-from kerasbatch import boundaries, orders, packing, plan
+from kerasbatch import boundaries, buckets, orders, packing, plan
 from kerasbatch.plan import BatchPlan, PlanStatistics
 
 #: The names that need TensorFlow and Keras (every pipeline, layer, loss).
@@ -73,8 +73,8 @@ def __getattr__(name):
         raise ImportError(
             f"kerasbatch.{name} needs TensorFlow, which could not be imported "
             f"({_MISSING_TENSORFLOW}): pip install tensorflow. Without it, "
-            "kerasbatch plans only (kerasbatch.boundaries, kerasbatch.orders, "
-            "kerasbatch.packing, kerasbatch.plan)."
+            "kerasbatch plans only (kerasbatch.boundaries, kerasbatch.buckets, "
+            "kerasbatch.orders, kerasbatch.packing, kerasbatch.plan)."
         ) from _MISSING_TENSORFLOW
     raise AttributeError(f"module 'kerasbatch' has no attribute {name!r}")
 
@@ -95,6 +95,7 @@ __all__ = [
     "StreamBucketBuilder",
     "WindowBuilder",
     "boundaries",
+    "buckets",
     "callbacks",
     "chunking",
     "io",

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import kerasbatch
 from kerasbatch import epochs, orders
+from kerasbatch import plan as plan_lib
 
 
 @settings(max_examples=30, deadline=None)
@@ -176,6 +177,32 @@ def test_packed_rows_in_the_graph_are_the_planned_rows(shuffle):
             )
 
 
+@settings(max_examples=15, deadline=None)
+@given(
+    boundaries=st.lists(st.integers(1, 60), min_size=0, max_size=6, unique=True),
+    truncate=st.booleans(),
+    limit=st.sampled_from([None, 5, 30]),
+)
+def test_buckets_assign_and_cut_alike_in_numpy_and_tensorflow(
+    boundaries, truncate, limit
+):
+    """`Buckets` serves BucketBuilder (NumPy) and StreamBucketBuilder (in the
+    graph): both engines give every length the same bucket and cut."""
+    from kerasbatch.buckets import Buckets
+
+    buckets = Buckets.of(sorted(boundaries), 70, truncate)
+    lengths = np.arange(0, 72)
+    assigned = buckets.assign(lengths)
+    cut = buckets.cut_limits(assigned, plan_lib.NO_LIMIT if limit is None else limit)
+    for length in lengths:
+        bucket = buckets.assign_tensor(tf.constant(length, tf.int64))
+        assert int(bucket) == assigned[length]
+        limit_tensor = None if limit is None else tf.constant(limit, tf.int64)
+        graph_cut = buckets.cut_limit_tensor(bucket, limit_tensor)
+        expected = plan_lib.NO_LIMIT if graph_cut is None else int(graph_cut)
+        assert expected == cut[length]
+
+
 def test_planning_imports_and_runs_without_tensorflow():
     import subprocess
     import sys
@@ -191,6 +218,7 @@ def test_planning_imports_and_runs_without_tensorflow():
         "indices, splits = order.batches(seed=1, epoch=3)\n"
         "print(sorted(indices.tolist()), len(splits) - 1)\n"
         "print(kerasbatch.boundaries.optimal(np.arange(1, 50), 4))\n"
+        "print(kerasbatch.buckets.Buckets.of([3], 9, True).assign([2, 5]))\n"
         "try:\n"
         "    kerasbatch.BucketBuilder\n"
         "except ImportError as error:\n"
@@ -206,5 +234,6 @@ def test_planning_imports_and_runs_without_tensorflow():
         timeout=120,
     ).stdout.splitlines()
     assert output[0] == "[0, 1, 2, 3, 4, 5] 4"
-    assert "needs TensorFlow" in output[2] and "pip install tensorflow" in output[2]
-    assert output[3] == "False"
+    assert output[2] == "[0 1]"
+    assert "needs TensorFlow" in output[3] and "pip install tensorflow" in output[3]
+    assert output[4] == "False"

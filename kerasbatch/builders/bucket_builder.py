@@ -5,7 +5,7 @@ import numpy as np
 
 from kerasbatch import boundaries as boundaries_lib
 from kerasbatch import orders
-from kerasbatch import plan as plan_lib
+from kerasbatch.buckets import Buckets
 from kerasbatch.builders.base import Builder, _bool, _optional_positive_int
 
 AUTO = "auto"
@@ -136,22 +136,6 @@ class BucketSettings:
                 f"the boundaries {boundaries} make {num_buckets} buckets."
             )
         return [int(b) for b in boundaries]
-
-    def _bucket_bounds(self, boundaries, last_upper):
-        """Each bucket's lower bound and padding bound.
-
-        The padding bound is the longest a bucket's elements can be after
-        cutting: `b_i - 1`, `last_upper` for the last bucket (-1 when
-        unknown), or with truncation buckets the lower bound they are cut to.
-
-        Returns:
-            `(lower, bounds)`, int64 arrays of one entry per bucket.
-        """
-        lower = np.array([0, *boundaries], dtype=np.int64)
-        upper = np.array([b - 1 for b in boundaries] + [last_upper], dtype=np.int64)
-        if self.truncate:
-            return lower, np.where(lower > 0, lower, upper)
-        return lower, upper
 
     def _resolve_batch_sizes(self, num_buckets):
         if self.bucket_batch_sizes is not None:
@@ -314,13 +298,13 @@ class BucketBuilder(BucketSettings, Builder):
         lengths = self._cut_lengths
         boundaries = self._resolve_boundaries(lengths[self._candidates])
         num_buckets = len(boundaries) + 1
-        bucket_of = np.searchsorted(boundaries, lengths, side="right").astype(np.int32)
         longest = int(lengths[self._candidates].max())
         last_upper = self.max_length if self.max_length is not None else longest
-        lower, bounds = self._bucket_bounds(boundaries, last_upper)
+        buckets = Buckets.of(boundaries, last_upper, self.truncate)
+        bounds = buckets.bounds
+        bucket_of = buckets.assign(lengths)
         if self.truncate:
-            cut = np.where(bucket_of > 0, lower[bucket_of], plan_lib.NO_LIMIT)
-            self._element_limits = np.minimum(self._element_limits, cut)
+            self._element_limits = buckets.cut_limits(bucket_of, self._element_limits)
         self._element_bounds = orders.compact(bounds)[bucket_of]
         self._bucket_of = bucket_of
         self.resolved_boundaries = boundaries

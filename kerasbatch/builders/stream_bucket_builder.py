@@ -8,6 +8,7 @@ from kerasbatch import boundaries as boundaries_lib
 from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
+from kerasbatch.buckets import Buckets
 from kerasbatch.builders import base
 from kerasbatch.builders import service as service_lib
 from kerasbatch.builders.base import (
@@ -459,12 +460,11 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             boundaries = self._resolve_boundaries(cut)
             last_upper = self.max_length if self.max_length is not None else cut.max()
         num_buckets = len(boundaries) + 1
-        lower, bounds = self._bucket_bounds(boundaries, last_upper)
+        buckets = Buckets.of(boundaries, last_upper, self.truncate)
         longest = [None] * num_buckets
         if lengths is not None:
-            bucket_of = np.searchsorted(boundaries, cut, side="right")
-            if self.truncate:
-                cut = np.where(bucket_of > 0, np.minimum(cut, lower[bucket_of]), cut)
+            bucket_of = buckets.assign(cut)
+            cut = np.minimum(cut, buckets.cut_limits(bucket_of))
             self.bucket_counts = np.bincount(bucket_of, minlength=num_buckets).tolist()
             for bucket in range(num_buckets):
                 members = np.flatnonzero(bucket_of == bucket)
@@ -473,7 +473,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                     longest[bucket] = (int(candidates[at]), int(cut[at]))
         else:
             self.bucket_counts = None
-        self._lower, self._bounds, self._longest = lower, bounds, longest
+        self._buckets, self._longest = buckets, longest
         self.bucket_lengths = [
             self._bucket_length(bucket, paddings) for bucket in range(num_buckets)
         ]
@@ -495,7 +495,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
 
     def _bucket_length(self, bucket, paddings):
         """The longest padded length of a batch of `bucket`, or None if unknown."""
-        bound = int(self._bounds[bucket])
+        bound = int(self._buckets.bounds[bucket])
         known = self.bucket_counts is not None
         if known and not self.bucket_counts[bucket]:
             return 0
@@ -644,9 +644,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
     def _pipeline_constants(self):
         if self._constants is None:
             self._constants = {
-                "boundaries": np.array(self.resolved_boundaries, np.int64),
-                "lower": self._lower,
-                "bounds": self._bounds,
+                "bounds": self._buckets.bounds,
                 "sizes": np.array(self.resolved_batch_sizes, np.int64),
             }
         return self._constants
@@ -659,7 +657,6 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         needed `"keep"` (the drop policy) and `"truncated"`,
         `"truncated_positions"` (when elements may be cut).
         """
-        c = self._pipeline_constants()
         flat = tf.nest.flatten(element)
         positions = self._elements.sequence_positions
         sizes = [tf.shape(flat[i], out_type=tf.int64)[0] for i in positions]
@@ -689,14 +686,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 )
                 result["keep"] = keep
         cut_length = length if limit is None else tf.minimum(length, limit)
-        bucket = tf.reduce_sum(tf.cast(cut_length >= c["boundaries"], tf.int64))
-        if self.truncate:
-            lower = tf.gather(c["lower"], bucket)
-            if limit is not None:
-                lower = tf.minimum(lower, limit)
-            limit = tf.where(
-                bucket > 0, lower, plan_lib.NO_LIMIT if limit is None else limit
-            )
+        bucket = self._buckets.assign_tensor(cut_length)
+        limit = self._buckets.cut_limit_tensor(bucket, limit)
         kept = lengths
         if limit is not None:
             kept = tf.minimum(lengths, limit)
