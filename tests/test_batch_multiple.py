@@ -131,12 +131,32 @@ def test_config_round_trips_and_equality_sees_it():
         assert make() != builder
 
 
-def test_replicas_share_a_filled_batch_evenly():
-    builder = kerasbatch.SortedBuilder(batch_size=5, shuffle=False, batch_multiple=2)
-    train = builder.build(sequences(), LABELS)
-    strategy = tf.distribute.get_strategy()  # one replica: the whole batch
-    batches = list(builder.distribute(strategy))
-    assert [len(b[0]) for b in batches] == [len(b[0]) for b in train]
+@pytest.mark.parametrize("kind", ["sorted", "budget", "packed"])
+def test_replicas_share_a_filled_batch_evenly(kind):
+    """Under `distribute`, each global batch is filled first, then cut: with
+    `batch_multiple` a multiple of the replicas, every part has one size."""
+    from kerasbatch.builders.replicas import ReplicaSlice
+
+    builder = BUILDERS[kind](batch_multiple=4, seed=2)
+    train = build(builder)
+    served = kerasbatch.builders.builder_of(train)
+    builder.set_epoch(1)
+    batches = list(train)
+    builder.set_epoch(1)
+    parts = list(served._make_dataset(ReplicaSlice(num_replicas=2, first=0, count=2)))
+    assert len(parts) == 2 * len(batches)
+    for (first, second), batch in zip(
+        zip(parts[::2], parts[1::2], strict=True), batches, strict=True
+    ):
+        x, y, weights = rows_of(batch)
+        halves = [rows_of(first), rows_of(second)]
+        assert len(halves[0][0]) == len(halves[1][0]) == len(x) // 2
+        for got, expected in zip(
+            (np.concatenate(p) for p in zip(*halves, strict=True)),
+            (x, y, weights),
+            strict=True,
+        ):
+            np.testing.assert_array_equal(got, expected)
 
 
 @pytest.mark.parametrize("value", [0, -2, 1.5, "2", None, True])
