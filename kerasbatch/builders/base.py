@@ -823,6 +823,17 @@ class Builder(PlannedBuilder):
     (1, 2)
     >>> kerasbatch.SortedBuilder.from_config(builder.get_config()) == builder
     True
+
+    With `batch_multiple=2`, batches of 3 and 1 elements get a filler row each:
+
+    >>> builder = kerasbatch.PaddedBuilder(
+    ...     batch_size=3, batch_multiple=2, shuffle=False)
+    >>> x, y, weights = list(builder.build(
+    ...     [np.ones(n) for n in (1, 2, 3, 4)], np.arange(4)))[1]
+    >>> tuple(x.shape), weights.numpy().tolist()
+    ((2, 4), [1.0, 0.0])
+    >>> builder.statistics().padding_efficiency  # filler rows are padding
+    0.5
     """
 
     #: Whether `Padding(length="bucket")` makes sense for this builder.
