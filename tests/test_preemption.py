@@ -16,16 +16,23 @@ from preempted_fit import KINDS, SAVE_EVERY, STOP
 HERE = os.path.dirname(__file__)
 
 
-def run_phase(directory, phase):
-    completed = subprocess.run(
+def start_phase(directory, phase):
+    return subprocess.Popen(
         [sys.executable, "preempted_fit.py", str(directory), phase],
         cwd=HERE,
-        capture_output=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
     )
+
+
+def finish_phase(process, directory, phase):
+    try:
+        _, errors = process.communicate(timeout=300)
+    finally:
+        process.kill()  # a hang fails the test and leaves nothing running
     expected = -signal.SIGKILL if phase == "interrupted" else 0
-    assert completed.returncode == expected, completed.stderr[-3000:]
+    assert process.returncode == expected, errors[-3000:]
     steps = collections.defaultdict(list)
     weights = {}
     with open(directory / f"{phase}.jsonl") as log:
@@ -40,11 +47,20 @@ def run_phase(directory, phase):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    """The uninterrupted run beside the interrupted one (directories of their
+    own: each writes its checkpoints), then the resumed one."""
+    full_directory = tmp_path_factory.mktemp("full")
     directory = tmp_path_factory.mktemp("preempted")
-    return {
-        phase: run_phase(directory, phase)
-        for phase in ("full", "interrupted", "resumed")
-    }
+    full = start_phase(full_directory, "full")
+    interrupted = start_phase(directory, "interrupted")
+    try:
+        results = {"interrupted": finish_phase(interrupted, directory, "interrupted")}
+        resumed = start_phase(directory, "resumed")
+        results["resumed"] = finish_phase(resumed, directory, "resumed")
+        results["full"] = finish_phase(full, full_directory, "full")
+    finally:
+        full.kill()
+    return results
 
 
 @pytest.mark.parametrize("kind", KINDS)
