@@ -74,15 +74,17 @@ class Buckets:
 
     # ------------------------------------------------------------- TensorFlow
     def assign_tensor(self, length):
-        """`assign` of one int64 length tensor, in the graph: an int64 scalar."""
+        """`assign` of an int64 tensor of lengths (a scalar or a vector), in
+        the graph: the buckets, int64, in the shape of `length`."""
         import tensorflow as tf
 
         boundaries = tf.constant(self.boundaries, tf.int64)
-        return tf.reduce_sum(tf.cast(length >= boundaries, tf.int64))
+        above = tf.cast(length[..., None] >= boundaries, tf.int64)
+        return tf.reduce_sum(above, axis=-1)
 
     def cut_limit_tensor(self, bucket, limit=None):
-        """`cut_limits` of one bucket tensor, in the graph; `limit` an int64
-        tensor or None (no limit). Returns None when nothing is cut."""
+        """`cut_limits` of a tensor of buckets, in the graph; `limit` an
+        int64 tensor or None (no limit). Returns None when nothing is cut."""
         import tensorflow as tf
 
         if not self.truncate:

@@ -810,6 +810,97 @@ def test_padding_efficiency_is_close_to_bucket_builder():
     assert streaming.statistics().num_batches == in_memory.statistics().num_batches
 
 
+# ------------------------------------------------ blocks of examples
+def blocks_of(lengths, block_rows, trailing=()):
+    """`stream(lengths)` in blocks of `block_rows` examples, as a batched
+    parser gives them: ragged sequences, dense per-example labels."""
+    return stream(lengths, trailing).ragged_batch(block_rows)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"buffer_size": 7},
+        {"max_length": 9, "overflow": "truncate", "pad_to_bucket": True},
+        {"max_length": 9, "overflow": "drop", "drop_remainder": True},
+        {"truncate": True, "bucket_batch_sizes": [3, 2, 4, 1]},
+    ],
+)
+def test_unshuffled_blocks_of_examples_give_the_batches_of_single_elements(options):
+    _, lengths = make_sequences(90, seed=21, max_length=14)
+    settings = {"boundaries": [3, 6, 10], "shuffle": False, **options}
+    if "bucket_batch_sizes" not in settings:
+        settings["batch_size"] = 4
+    by_element = kerasbatch.StreamBucketBuilder(**settings)
+    expected = collect(by_element.build(stream(lengths, (2,))))
+    for block_rows in (1, 5, 64):
+        by_block = kerasbatch.StreamBucketBuilder(**settings)
+        batches = collect(
+            by_block.build(blocks_of(lengths, block_rows, (2,)), batched=True)
+        )
+        assert len(batches) == len(expected)
+        for (x, ids), (x_expected, ids_expected) in zip(batches, expected, strict=True):
+            np.testing.assert_array_equal(ids, ids_expected)
+            np.testing.assert_array_equal(x, x_expected)
+        assert by_block.statistics() == by_element.statistics()
+
+
+@pytest.mark.parametrize("block_rows", [1, 5, 64])
+def test_shuffled_blocks_feed_every_example_once_and_depend_on_seed_and_epoch(
+    block_rows,
+):
+    _, lengths = make_sequences(90, seed=23, max_length=14)
+
+    def epoch_ids(seed, epoch):
+        builder = kerasbatch.StreamBucketBuilder(
+            boundaries=[3, 6, 10], batch_size=4, buffer_size=20, seed=seed
+        )
+        dataset = builder.build(blocks_of(lengths, block_rows), batched=True)
+        builder.set_epoch(epoch)
+        batches = collect(dataset)
+        assert_statistics_match(builder, batches, lengths)
+        return ids_of(batches)
+
+    first = epoch_ids(seed=1, epoch=0)
+    assert sorted(i for ids in first for i in ids) == list(range(90))
+    assert epoch_ids(seed=1, epoch=0) == first
+    assert epoch_ids(seed=1, epoch=1) != first
+    assert epoch_ids(seed=2, epoch=0) != first
+
+
+def test_blocks_with_lengths_have_exact_cardinality_and_train():
+    _, lengths = make_sequences(60, seed=22)
+    builder = kerasbatch.StreamBucketBuilder(num_buckets=3, batch_size=8)
+    dataset = builder.build(blocks_of(lengths, 16), lengths, batched=True)
+    num_batches = int(dataset.cardinality())
+    assert num_batches == len(collect(dataset))
+    model = recording_model()
+    model.fit(dataset, epochs=2, verbose=0, callbacks=[EpochReshuffle(builder)])
+    epochs = batches_per_epoch(model.recorded, num_batches)
+    assert len(epochs) == 2
+    for batches in epochs:
+        assert sorted(i for batch in batches for i in batch) == list(range(60))
+    assert epochs[0] != epochs[1]  # reshuffled
+
+
+@pytest.mark.parametrize(
+    "dataset, error, match",
+    [
+        (
+            tf.data.Dataset.from_tensors(tf.ragged.constant([[[1], [2, 3]]])),
+            ValueError,
+            "ragged in 2 dimensions",
+        ),
+        (tf.data.Dataset.from_tensors(tf.constant(1)), TypeError, "example dimension"),
+    ],
+)
+def test_bad_blocks_are_clear_errors(dataset, error, match):
+    builder = kerasbatch.StreamBucketBuilder(boundaries=[4], batch_size=2)
+    with pytest.raises(error, match=match):
+        builder.build(dataset, batched=True)
+
+
 # ------------------------------------------------- config and bad inputs
 CONFIGURED = [
     kerasbatch.StreamBucketBuilder(),

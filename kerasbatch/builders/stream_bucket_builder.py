@@ -9,7 +9,7 @@ from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch.buckets import Buckets
-from kerasbatch.builders import base
+from kerasbatch.builders import base, stream_blocks
 from kerasbatch.builders import service as service_lib
 from kerasbatch.builders.base import (
     SharedSettings,
@@ -32,6 +32,8 @@ _RING = 4096
 #: the builder's dataset function, where tf.data would otherwise run it in
 #: the consuming thread, one element at a time (tensorflow/tensorflow#44278).
 _INPUT_PREFETCH = 256
+#: Single input elements gathered into one block (`ragged_batch`).
+_BLOCK_ROWS = 256
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
@@ -40,12 +42,15 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
 
     The streaming sibling of `kerasbatch.BucketBuilder`, for data that does
     not fit in memory (TFRecord files, generators, infinite streams). Nothing
-    is planned ahead: every epoch, elements pass through a shuffle buffer of
-    `buffer_size`, go to the bucket of their length (the longest of their
-    sequence components), are cut (the `max_length` policy, truncation
-    buckets) and wait in their bucket until it holds a batch, which is then
-    padded. Memory holds `buffer_size` elements and at most one partial batch
-    per bucket, whatever the size of the data.
+    is planned ahead: every epoch, elements go to the bucket of their length
+    (the longest of their sequence components), are cut (the `max_length`
+    policy, truncation buckets) and wait in a buffer of `buffer_size`; when
+    it is full, its elements are shuffled and every bucket's full batches
+    leave, padded, while the rest waits. Memory holds `buffer_size` elements
+    and at most one partial batch per bucket, whatever the size of the data.
+    All of this runs on blocks of elements, never one element at a time
+    (`kerasbatch.builders.stream_blocks`); `build(..., batched=True)` takes
+    blocks as they come from a batched parser, the fastest input.
 
     Batches are sized and padded by the rules of `BucketBuilder`: one
     `batch_size`, `bucket_batch_sizes`, or a `max_tokens` budget (with
@@ -63,7 +68,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
 
     Every new iteration of the built dataset (each `model.fit` epoch) is the
     next epoch, reshuffled with a seed derived from `(seed, epoch)`, so the
-    same seed and epoch give the same batches; `set_epoch` and
+    same seed, epoch and input (in the same blocks) give the same batches; `set_epoch` and
     `kerasbatch.callbacks.EpochReshuffle` pin the epoch for exact resumption.
     Unlike `BucketBuilder`, bucketing keeps some of the input order: batches
     come out as their buckets fill, and randomness is limited by the buffer.
@@ -196,6 +201,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         self.output_lengths = _bool(output_lengths, "output_lengths")
         self.output_mask = _bool(output_mask, "output_mask")
         self._elements = None
+        self._batched = False
 
     def get_config(self):
         """The constructor arguments, JSON-serialisable."""
@@ -218,7 +224,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         return config
 
     # ------------------------------------------------------------------ build
-    def build(self, dataset, lengths=None, shardable=None):
+    def build(self, dataset, lengths=None, shardable=None, *, batched=False):
         """Returns a `tf.data.Dataset` of padded, bucketed batches for `model.fit`.
 
         Args:
@@ -240,6 +246,14 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 each tf.data service worker whole files of its own (the
                 TFRecord loader passes it); without it, every worker reads
                 all the input and keeps its share of the elements.
+            batched: the dataset's elements are blocks of examples rather
+                than single ones (e.g. `records.batch(256).map(parse)`):
+                each component has a first, example dimension; sequence
+                components are `tf.RaggedTensor`s `(examples, None,
+                *trailing)` and dense tensors are per-example components.
+                The builder buckets the examples of each block without
+                splitting the blocks into elements (the fastest input; the
+                TFRecord loader gives it).
 
         Returns:
             A dataset of batches in the structure of the input elements;
@@ -251,7 +265,9 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 f"{type(dataset).__name__}; use BucketBuilder for in-memory "
                 "sequences."
             )
-        elements = _Elements(dataset.element_spec)
+        spec = dataset.element_spec
+        elements = _Elements(_example_spec(spec) if batched else spec)
+        self._batched = batched
         self._check_filler_weights("y" in elements.roles)
         if self.output_mask and "y" not in elements.sequence_roles:
             raise ValueError(
@@ -445,7 +461,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             last_upper = -1 if self.max_length is None else self.max_length
         else:
             lengths = boundaries_lib.as_lengths(lengths)
-            if cardinality >= 0 and cardinality != len(lengths):
+            if not self._batched and cardinality >= 0 and cardinality != len(lengths):
                 raise ValueError(
                     f"lengths has {len(lengths)} entries but the dataset has "
                     f"{cardinality} elements; pass one length per element."
@@ -592,44 +608,37 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         return self._num_batches
 
     def _epoch_batches(self, dataset, epoch, shard_hint=False):
-        """The batches of one epoch: one function call per element.
+        """The batches of one epoch, made block by block
+        (`kerasbatch.builders.stream_blocks`): no function runs per element.
 
-        `_prepare_element` is the only function run per element, in the
-        iterating thread: these functions are small, and a parallel map's
-        hand-offs between threads cost more than they do. The key, the drop
-        filter and the `drop_remainder` unpacking return a component as it
-        is, which tf.data short-circuits (no call); `_measure_batch` runs
-        once per batch. The batches come with what the statistics count
-        (`_counted` counts them): a pure function of the epoch, which can
-        run where the builder's variables are not (a tf.data service worker).
+        Each block of input rows is prepared in one call (`_prepare_block`:
+        buckets, cuts, checks); the bucketer sorts the rows into batches;
+        each batch is padded and measured in one call. The batches come with
+        what the statistics count (`_counted` counts them): a pure function
+        of the epoch, which can run where the builder's variables are not
+        (a tf.data service worker).
         """
-        c = self._pipeline_constants()
+        blocks = dataset
         if shard_hint:  # each tf.data service worker keeps its share
             hint = tf.data.experimental.SHARD_HINT
-            dataset = dataset.shard(hint, hint)
-        elements = dataset.prefetch(_INPUT_PREFETCH).enumerate()
-        if self.shuffle:
-            elements = _seeded_shuffle(elements, self.buffer_size, self.seed, epoch)
-        elements = elements.map(_plain(self._prepare_element))
-        if self.max_length is not None and self.overflow == "drop":
-            elements = elements.filter(_plain(lambda element: element["keep"]))
-
-        def window_size(bucket):
-            return tf.gather(c["sizes"], bucket)
-
-        def pad(bucket, window):
-            return window.padded_batch(
-                window_size(bucket),
-                padded_shapes=self._padded_shapes(bucket, window.element_spec),
-                padding_values=self._padding_values(window.element_spec),
-            )
-
-        batches = elements.group_by_window(
-            key_func=_plain(lambda element: element["bucket"]),
-            reduce_func=_plain(pad),
-            window_size_func=_plain(window_size),
+            blocks = blocks.shard(hint, hint)
+        if not self._batched:
+            blocks = blocks.prefetch(_INPUT_PREFETCH).ragged_batch(_BLOCK_ROWS)
+        numbered = blocks.prefetch(2).scan(
+            tf.constant(0, tf.int64),
+            _plain(lambda seen, block: (seen + _num_rows(block), (seen, block))),
         )
-        return batches.map(_plain(self._measure_batch))
+        rows = numbered.map(_plain(self._prepare_block))
+        bucketer = stream_blocks.BlockBucketer(
+            self._pipeline_constants()["sizes"],
+            range(len(self._elements.sequence_positions)),
+            self.buffer_size,
+            self.shuffle,
+            self.seed,
+        )
+        return bucketer.batches(
+            rows, epoch, _plain(lambda batch: self._measure_batch(self._padded(batch)))
+        )
 
     def _counted(self, measured):
         """The batches of `measured` (from `_epoch_batches`), counted into
@@ -649,100 +658,112 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             }
         return self._constants
 
-    def _prepare_element(self, index, element):
-        """One element: its bucket, cut components, and what statistics need.
-
-        Returns a dict: `"bucket"`, `"lengths"` (kept length per sequence
-        component), `"components"` (all components, flat), and only when
-        needed `"keep"` (the drop policy) and `"truncated"`,
-        `"truncated_positions"` (when elements may be cut).
-        """
-        flat = tf.nest.flatten(element)
+    def _prepare_block(self, start, block):
+        """One block of input rows: their buckets, cut sequence components
+        and what statistics need, as rows of `stream_blocks` (sequence
+        components first, then the others; rows the drop policy leaves out
+        are counted and removed). `start`: the position of the block's first
+        row in the input."""
+        flat = tf.nest.flatten(block)
         positions = self._elements.sequence_positions
-        sizes = [tf.shape(flat[i], out_type=tf.int64)[0] for i in positions]
-        lengths = tf.stack(sizes)
-        length = sizes[0] if len(sizes) == 1 else tf.reduce_max(lengths)
-        result, checks, limit = {}, [], None
+        index = start + tf.range(_num_rows(block))
+        sequences = [_as_ragged(flat[i]) for i in positions]
+        lengths = tf.stack([s.row_lengths() for s in sequences], axis=1)
+        length = tf.reduce_max(lengths, axis=1)
+        checks, keep, limit = [], None, None
         if self.max_length is not None:
+            too_long = length > self.max_length
             if self.overflow == "error":
                 checks.append(
-                    _check(
-                        length <= self.max_length,
-                        lambda: tf.strings.format(
-                            "Element {} has length {}, longer than max_length="
-                            f"{self.max_length}. Set overflow to truncate or "
-                            "drop, or raise max_length.",
-                            (index, length),
-                        ),
+                    _check_rows(
+                        too_long,
+                        index,
+                        length,
+                        "Element {} has length {}, longer than max_length="
+                        f"{self.max_length}. Set overflow to truncate or drop, "
+                        "or raise max_length.",
                     )
                 )
             elif self.overflow == "truncate":
                 limit = tf.constant(self.max_length, tf.int64)
             else:
-                keep = length <= self.max_length
+                keep = tf.logical_not(too_long)
                 dropped = tf.one_hot(_DROPPED, self._counters.shape[0], dtype=tf.int64)
-                checks.append(
-                    self._counters.assign_add(dropped * (1 - tf.cast(keep, tf.int64)))
-                )
-                result["keep"] = keep
+                num_dropped = tf.reduce_sum(tf.cast(too_long, tf.int64))
+                checks.append(self._counters.assign_add(dropped * num_dropped))
         cut_length = length if limit is None else tf.minimum(length, limit)
         bucket = self._buckets.assign_tensor(cut_length)
         limit = self._buckets.cut_limit_tensor(bucket, limit)
         kept = lengths
+        values = [s.values for s in sequences]
         if limit is not None:
-            kept = tf.minimum(lengths, limit)
-            for i in positions:
-                flat[i] = flat[i][:limit]
-            result["truncated"] = tf.cast(tf.reduce_any(kept < lengths), tf.int64)
-            result["truncated_positions"] = tf.reduce_sum(lengths - kept)
+            limit = tf.broadcast_to(limit, tf.shape(length))
+            kept = tf.minimum(lengths, limit[:, None])
+            values = [_cut_rows(s, limit) for s in sequences]
         for column, name in enumerate(self._elements.sequence_names):
             fixed = self._paddings[name].fixed_length
             if fixed is not None:
                 checks.append(
-                    self._fixed_length_check(name, fixed, index, kept[column])
+                    _check_rows(
+                        kept[:, column] > fixed,
+                        index,
+                        kept[:, column],
+                        f"Component {name} is padded to the fixed length {fixed}, "
+                        "but element {} is {} long. Raise the length, or set "
+                        "max_length with overflow truncate.",
+                    )
                 )
+        others = [t for i, t in enumerate(flat) if i not in positions]
         with tf.control_dependencies(checks):
-            result["bucket"] = tf.identity(bucket)
-        result["lengths"] = kept
-        result["components"] = tuple(flat)
-        return result
+            rows = {
+                "values": tuple(values + others),
+                "lengths": tf.identity(kept),
+                "bucket": bucket,
+                "index": index,
+                "truncated": tf.cast(tf.reduce_any(kept < lengths, axis=1), tf.int64),
+                "truncated_positions": tf.reduce_sum(lengths - kept, axis=1),
+            }
+        if keep is not None:
+            kept_rows = tf.reshape(tf.where(keep), [-1])
+            rows = stream_blocks.gather(rows, kept_rows, range(len(positions)))
+        return rows
 
-    @staticmethod
-    def _fixed_length_check(name, fixed, index, length):
-        return _check(
-            length <= fixed,
-            lambda: tf.strings.format(
-                f"Component {name} is padded to the fixed length {fixed}, but "
-                "element {} is {} long. Raise the length, or set max_length "
-                "with overflow truncate.",
-                (index, length),
-            ),
-        )
-
-    def _padded_shapes(self, bucket, element_spec):
-        """`padded_batch` shapes of the prepared elements of `bucket`."""
-        c = self._pipeline_constants()
+    def _padded(self, rows):
+        """One batch of rows, its components padded and in input order: what
+        `_measure_batch` takes."""
+        num_sequences = len(self._elements.sequence_positions)
+        sequences = iter(rows["values"][:num_sequences])
+        others = iter(rows["values"][num_sequences:])
         components = []
         for spec, name in zip(self._elements.specs, self._elements.names, strict=True):
             if name not in self._paddings:
-                components.append(spec.shape)
+                components.append(next(others))
                 continue
+            column = self._elements.sequence_names.index(name)
             padding = self._paddings[name]
+            sequence = tf.RaggedTensor.from_row_lengths(
+                next(sequences), rows["lengths"][:, column], validate=False
+            )
+            length = None
             if padding.fixed_length is not None:
                 length = tf.constant(padding.fixed_length, tf.int64)
             elif padding.length == padding_lib.BUCKET:
-                length = tf.gather(c["bounds"], bucket)
-            else:
-                length = tf.constant(-1, tf.int64)
-            trailing = [-1 if d is None else d for d in spec.shape.as_list()[1:]]
+                length = tf.gather(
+                    self._pipeline_constants()["bounds"], rows["bucket"][0]
+                )
+            shape = None
+            if length is not None:
+                trailing = [-1 if d is None else d for d in spec.shape.as_list()[1:]]
+                shape = tf.stack([-1, length, *trailing])
             components.append(
-                tf.concat([[length], tf.constant(trailing, tf.int64)], axis=0)
+                sequence.to_tensor(
+                    default_value=tf.cast(padding.value, spec.dtype), shape=shape
+                )
             )
-        shapes = {
-            key: spec.shape for key, spec in element_spec.items() if key != "components"
+        return {
+            "components": tuple(components),
+            **{key: rows[key] for key in ("lengths", *stream_blocks.ROW_FIELDS)},
         }
-        shapes["components"] = tuple(components)
-        return shapes
 
     def _padding_values(self, element_spec):
         values = dict.fromkeys(element_spec)
@@ -1015,38 +1036,68 @@ class _Elements:
         self.roles.append(role)
 
 
-def _check(condition, message):
-    """An assertion that formats its `message()` only when it fails."""
+def _check_rows(bad, index, value, template):
+    """An assertion that no row is `bad`; when one is, the message names the
+    first: `template` formatted with its `index` and `value`."""
 
     def fail():
-        with tf.control_dependencies([tf.debugging.Assert(False, [message()])]):
+        first = tf.argmax(tf.cast(bad, tf.int32))
+        message = tf.strings.format(template, (index[first], value[first]))
+        with tf.control_dependencies([tf.debugging.Assert(False, [message])]):
             return tf.constant(False)
 
-    return tf.cond(condition, lambda: tf.constant(True), fail)
+    return tf.cond(tf.reduce_any(bad), fail, lambda: tf.constant(True))
+
+
+def _num_rows(block):
+    first = tf.nest.flatten(block)[0]
+    if isinstance(first, tf.RaggedTensor):
+        return first.nrows(out_type=tf.int64)
+    return tf.shape(first, out_type=tf.int64)[0]
+
+
+def _as_ragged(sequences):
+    """A block's sequence component as a `tf.RaggedTensor` with int64 row
+    lengths (a dense block is rows of one length)."""
+    if not isinstance(sequences, tf.RaggedTensor):
+        sequences = tf.RaggedTensor.from_tensor(sequences)
+    return sequences.with_row_splits_dtype(tf.int64)
+
+
+def _cut_rows(sequences, limit):
+    """The flat values of ragged `sequences` with row i cut to `limit[i]`."""
+    lengths = sequences.row_lengths()
+    position = tf.ragged.range(lengths).flat_values
+    kept = position < tf.repeat(limit, lengths)
+    return tf.boolean_mask(sequences.values, kept)
+
+
+def _example_spec(block_spec):
+    """The spec of one example of a block of examples (`build(batched=True)`):
+    a ragged component's rows are sequences, a dense one's per-example."""
+
+    def example(spec, where):
+        if isinstance(spec, tf.RaggedTensorSpec):
+            if spec.ragged_rank != 1:
+                raise ValueError(
+                    f"{where} is ragged in {spec.ragged_rank} dimensions ({spec}); "
+                    "a block's sequence components take one ragged dimension, "
+                    "the sequence, after the example dimension."
+                )
+            return tf.TensorSpec(spec.shape[1:], spec.dtype)
+        if isinstance(spec, tf.TensorSpec) and spec.shape.rank:
+            return tf.TensorSpec(spec.shape[1:], spec.dtype)
+        raise TypeError(
+            f"{where} is {spec!r}; with batched=True every component is a "
+            "tensor or ragged tensor with a first, example dimension."
+        )
+
+    flat = tf.nest.flatten(block_spec)
+    return tf.nest.pack_sequence_as(
+        block_spec,
+        [example(spec, f"component {i} of the blocks") for i, spec in enumerate(flat)],
+    )
 
 
 def _is_sequence(spec):
     return spec.shape.rank >= 1 and spec.shape[0] is None
-
-
-def _seeded_shuffle(dataset, buffer_size, seed, epoch):
-    """`dataset.shuffle` seeded from `(seed, epoch)` only.
-
-    The op seed is derived statelessly; the graph seed is cleared while the
-    shuffle is made, so TensorFlow's global seed does not change the order.
-    """
-    op_seed = tf.random.stateless_uniform(
-        [],
-        seed=tf.stack([tf.constant(seed, tf.int64), epoch]),
-        minval=0,
-        maxval=2**31 - 1,
-        dtype=tf.int64,
-    )
-    graph = tf.compat.v1.get_default_graph()
-    graph_seed, graph.seed = graph.seed, None
-    try:
-        return dataset.shuffle(
-            buffer_size, seed=op_seed, reshuffle_each_iteration=False
-        )
-    finally:
-        graph.seed = graph_seed

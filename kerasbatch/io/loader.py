@@ -275,9 +275,7 @@ class TFRecordLoader:
                 "(kerasbatch.Padding); set padding to false."
             )
         if builder is not None:
-            elements = self._elements(manifest, files, plan, finish=pack)
-            by_file = self._elements(manifest, files, plan, pack, shard_files=True)
-            return builder.build(elements, lengths=lengths, shardable=by_file)
+            return self._build_with(builder, manifest, files, plan, pack, lengths)
         dataset = self._batch(self._elements(manifest, files, plan), plan)
         dataset = dataset.map(pack)
         if lengths is not None:
@@ -287,6 +285,27 @@ class TFRecordLoader:
         if self.config["num_prefetch"]:
             dataset = dataset.prefetch(self.config["num_prefetch"])
         return dataset
+
+    def _build_with(self, builder, manifest, files, plan, pack, lengths):
+        """The builder's dataset of this loader's elements.
+
+        Records parsed in batches go to the builder as they are, blocks of
+        examples (`build(batched=True)`), when nothing is made per element
+        (no secondary features, no processing steps, independent records);
+        else the elements one by one.
+        """
+        if self.config["type"] != "independent" or plan.secondaries or plan.steps:
+            elements = self._elements(manifest, files, plan, finish=pack)
+            by_file = self._elements(manifest, files, plan, pack, shard_files=True)
+            return builder.build(elements, lengths=lengths, shardable=by_file)
+
+        def blocks(shard_files=False):
+            records = self._read(manifest, files, plan, shard_files)
+            return self._parse(records, plan).map(pack)
+
+        return builder.build(
+            blocks(), lengths=lengths, shardable=blocks(shard_files=True), batched=True
+        )
 
     def lengths(self, model=None, *, inputs=None, outputs=None, cache=True, verbose=1):
         """The length-index pass: every element's length, in one read.

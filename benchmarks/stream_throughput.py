@@ -1,0 +1,198 @@
+"""Streaming throughput side by side: raw tf.data, the loader alone, the
+loader with `StreamBucketBuilder` (issue 10's streaming target).
+
+Writes (once, then reuses) 200 000 SequenceExample records in 8 shards with
+`kerasbatch.io.write_dataset`: token ids with lengths
+`clip(lognormal(3.5, 0.7), 1, 512)` and a label. Then measures, each in a
+fresh process and alternating, `--repeats` times (the best run counts):
+
+- `raw`: what a tf.data user writes: `interleave` of the files, batches of
+  256 records parsed with `tf.io.parse_sequence_example`, `unbatch`, each
+  sequence cut to its length, and
+  `bucket_by_sequence_length` with the same boundaries and batch size as the
+  builder (so padding differs only by the builder's shuffle buffer);
+- `loader`: `TFRecordLoader.build` alone (batches of 64, padded);
+- `stream`: `TFRecordLoader` + `StreamBucketBuilder("auto", 32 buckets,
+  batch 64, buffer 10 000)`, with the lengths from the length index.
+
+Targets: `stream` >= 1.5x the records/s of `raw`, and >= 0.85x `loader`.
+
+Run from the repository root (about 3 minutes on 2 CPU cores, plus one
+minute to write the data the first time):
+
+    .venv/bin/python benchmarks/stream_throughput.py
+"""
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+NUM_RECORDS = 200_000
+NUM_SHARDS = 8
+BATCH_SIZE = 64
+NUM_BUCKETS = 32
+BUFFER_SIZE = 10_000
+PARSE_BATCH = 256
+VOCAB = 1000
+TASKS = ("raw", "loader", "stream")
+
+
+def write_data(data_dir, num_records):
+    import kerasbatch
+
+    marker = os.path.join(data_dir, f"complete-{num_records}")
+    if os.path.exists(marker):
+        return
+    rng = np.random.default_rng(0)
+    lengths = np.clip(rng.lognormal(3.5, 0.7, num_records).astype(int), 1, 512)
+    tokens = rng.integers(1, VOCAB, int(lengths.sum()))
+    rows = np.split(tokens, np.cumsum(lengths)[:-1])
+    labels = rng.integers(0, 2, num_records)
+    kerasbatch.io.write_dataset(
+        data_dir,
+        [
+            {"tokens": r, "label": np.int64(y)}
+            for r, y in zip(rows, labels, strict=True)
+        ],
+        num_shards=NUM_SHARDS,
+        features={"tokens": {"var_len": True}},
+        overwrite=True,
+    )
+    open(marker, "w").close()
+
+
+def make_loader(data_dir, reads, padding=False):
+    import kerasbatch
+
+    return kerasbatch.io.TFRecordLoader(
+        type="independent",
+        dataset={"type": "dir", "args": {"data_dir": data_dir}},
+        target_batch_size=BATCH_SIZE,
+        drop_remainder=False,
+        num_read_buffer_bytes=1 << 20,
+        epochs=1,
+        padding=padding,
+        num_prefetch=2,
+        num_parallel_reads=reads,
+        primary_features=[
+            {"from_name": "tokens", "to_name": "tokens"},
+            {"from_name": "label", "to_name": "label"},
+        ],
+    )
+
+
+def raw_dataset(data_dir, boundaries, reads):
+    import tensorflow as tf
+
+    files = sorted(glob.glob(os.path.join(data_dir, "*.tfrecords")))
+
+    def parse(serialized):
+        context, sequences, lengths = tf.io.parse_sequence_example(
+            serialized,
+            context_features={"label": tf.io.FixedLenFeature([], tf.int64)},
+            sequence_features={"tokens": tf.io.FixedLenSequenceFeature([], tf.int64)},
+        )
+        return sequences["tokens"], lengths["tokens"], context["label"]
+
+    records = tf.data.Dataset.from_tensor_slices(files).interleave(
+        tf.data.TFRecordDataset,
+        cycle_length=reads,
+        num_parallel_calls=reads if reads > 1 else None,
+    )
+    elements = records.batch(PARSE_BATCH).map(parse).unbatch()
+    elements = elements.map(
+        lambda tokens, length, label: ({"tokens": tokens[:length]}, {"label": label})
+    )
+    return elements.bucket_by_sequence_length(
+        lambda inputs, targets: tf.shape(inputs["tokens"])[0],
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=[BATCH_SIZE] * (len(boundaries) + 1),
+    ).prefetch(2)
+
+
+def worker(args):
+    """One measurement in this (fresh) process; prints a JSON line."""
+    import kerasbatch
+
+    loader = make_loader(args.data_dir, args.reads)
+    names = {"inputs": ["tokens"], "outputs": ["label"]}
+    lengths = loader.lengths(**names, verbose=0)
+    builder = kerasbatch.StreamBucketBuilder(
+        boundaries="auto",
+        num_buckets=NUM_BUCKETS,
+        batch_size=BATCH_SIZE,
+        buffer_size=BUFFER_SIZE,
+    )
+    stream = loader.build(**names, builder=builder, lengths=lengths)
+    if args.task == "raw":
+        dataset = raw_dataset(args.data_dir, builder.resolved_boundaries, args.reads)
+    elif args.task == "loader":
+        dataset = make_loader(args.data_dir, args.reads, padding=True).build(**names)
+    else:
+        dataset = stream
+    records = 0
+    start = time.perf_counter()
+    for inputs, _ in dataset:
+        records += int(inputs["tokens"].shape[0])
+    seconds = time.perf_counter() - start
+    result = {"task": args.task, "seconds": seconds, "records": records}
+    result["records_per_second"] = records / seconds
+    if args.task == "stream":
+        result["padding_efficiency"] = builder.statistics().padding_efficiency
+    elif args.task == "raw":  # counted in a second, untimed pass
+        real = padded = 0
+        for inputs, _ in dataset:
+            real += int(np.count_nonzero(inputs["tokens"]))
+            padded += int(np.prod(inputs["tokens"].shape))
+        result["padding_efficiency"] = real / padded
+    print(json.dumps(result))
+
+
+def run_worker(args, task):
+    command = [sys.executable, os.path.abspath(__file__), "--worker", task]
+    command += ["--data-dir", args.data_dir, "--reads", str(args.reads)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    output = subprocess.run(command, capture_output=True, text=True, env=env)
+    if output.returncode:
+        raise RuntimeError(f"worker {task} failed:\n{output.stderr[-3000:]}")
+    result = json.loads(output.stdout.strip().splitlines()[-1])
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default="benchmarks/out/stream_200k")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--reads", type=int, default=1)
+    parser.add_argument("--worker", choices=TASKS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(argparse.Namespace(**{**vars(args), "task": args.worker}))
+        return
+    write_data(args.data_dir, NUM_RECORDS)
+    best = {}
+    for _ in range(args.repeats):
+        for task in TASKS:
+            result = run_worker(args, task)
+            if result["records_per_second"] > best.get(task, {}).get(
+                "records_per_second", 0
+            ):
+                best[task] = result
+    rate = {task: best[task]["records_per_second"] for task in TASKS}
+    print(f"stream / raw tf.data: {rate['stream'] / rate['raw']:.2f}x (target 1.5x)")
+    print(
+        f"stream / loader:      {rate['stream'] / rate['loader']:.2f}x (target 0.85x)"
+    )
+    for task in ("raw", "stream"):
+        print(f"{task} padding efficiency: {best[task]['padding_efficiency']:.4f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Length buckets on a stream, block by block: TF ops on whole blocks of rows.
+
+`StreamBucketBuilder` does no work per element. Its input arrives in
+*blocks* of rows (the TFRecord loader's parsed batches, or `ragged_batch` of
+single elements), and each block is encoded as *rows*, a dict of tensors:
+
+- `"values"`: per component, a sequence component's flat values
+  `(total length, *trailing)` or another component's rows `(rows, *shape)`;
+- `"lengths"`: `(rows, sequence components)`, each row's kept lengths;
+- `"bucket"`, `"index"` (the row's position in the input), `"truncated"`
+  and `"truncated_positions"` (what a cut removed): one int64 per row.
+
+A `scan` keeps the rows waiting for their batch. When they reach the buffer
+size, or the input ends, they are shuffled (with `shuffle`) and sorted by
+bucket in one pass; every bucket's full batches leave together and the rest
+waits for the next block. When the input ends, every bucket's last, smaller
+batch leaves too. Memory holds one block, at most `buffer_size` waiting rows
+and one partial batch per bucket, whatever the size of the data.
+
+Batches leave in the order they filled (the input position of their last
+row; the smaller last batches after all others, by bucket), which is the
+order of `tf.data`'s `group_by_window`, or, with `shuffle`, in an order drawn
+from `(seed, epoch, emission)`, as are the rows of a shuffled buffer: the
+batches are a pure function of the seed, the epoch and the input.
+"""
+
+import tensorflow as tf
+
+#: The per-row int64 fields of rows, beside "values" and "lengths".
+ROW_FIELDS = ("bucket", "index", "truncated", "truncated_positions")
+#: Sorts last: the key of a batch that does not leave.
+_LAST = tf.int64.max
+#: Dataset functions run as written: no AutoGraph conversion (nor its cost).
+_plain = tf.autograph.experimental.do_not_convert
+
+
+def gather(rows, indices, sequence_positions):
+    """The rows at `indices`, in that order."""
+    values = list(rows["values"])
+    for column, position in enumerate(sequence_positions):
+        values[position] = tf.gather(
+            _ragged(rows, column, position), indices
+        ).flat_values
+    for position in range(len(values)):
+        if position not in sequence_positions:
+            values[position] = tf.gather(values[position], indices)
+    gathered = {key: tf.gather(rows[key], indices) for key in ("lengths", *ROW_FIELDS)}
+    return {"values": tuple(values), **gathered}
+
+
+def concat(first, second):
+    """The rows of `first`, then those of `second`."""
+    return tf.nest.map_structure(lambda a, b: tf.concat([a, b], axis=0), first, second)
+
+
+def _ragged(rows, column, position):
+    return tf.RaggedTensor.from_row_lengths(
+        rows["values"][position], rows["lengths"][:, column], validate=False
+    )
+
+
+class BlockBucketer:
+    """Batches of rows, bucket by bucket, from a dataset of blocks of rows.
+
+    Args:
+        batch_sizes: int64 array, the batch size of every bucket.
+        sequence_positions: which of `"values"` are sequence components.
+        buffer_size: rows to gather before sorting them into batches.
+        shuffle: draw the rows' batches and the batches' order at random.
+        seed: int seed of the draws.
+    """
+
+    def __init__(self, batch_sizes, sequence_positions, buffer_size, shuffle, seed):
+        self.batch_sizes = tf.constant(batch_sizes, tf.int64)
+        self.num_buckets = len(batch_sizes)
+        self.sequence_positions = list(sequence_positions)
+        self.buffer_size = int(buffer_size)
+        self.shuffle = shuffle
+        self.seed = int(seed)
+
+    def batches(self, blocks, epoch, finish):
+        """A dataset of `finish(rows)`, one per batch, from `blocks`, a
+        dataset of rows; `epoch` an int64 scalar tensor."""
+        empty = tf.nest.map_structure(
+            lambda spec: tf.zeros([0, *spec.shape[1:]], spec.dtype),
+            blocks.element_spec,
+        )
+        marked = blocks.map(_plain(lambda rows: (rows, False)))
+        marked = marked.concatenate(tf.data.Dataset.from_tensors((empty, True)))
+        state = {"pending": empty, "emission": tf.constant(0, tf.int64)}
+        seed = tf.stack([tf.constant(self.seed, tf.int64), epoch])
+
+        def step(state, block_and_end):
+            block, end = block_and_end
+            rows = concat(state["pending"], block)
+            count = tf.shape(rows["bucket"], out_type=tf.int64)[0]
+            leave = tf.logical_or(end, count >= self.buffer_size)
+            emission = state["emission"]
+            left, pending = tf.cond(
+                leave,
+                lambda: self._sort(rows, end, tf.stack([seed[0], seed[1], emission])),
+                lambda: (self._none(rows), rows),
+            )
+            new_state = {"pending": pending, "emission": emission + 1}
+            return new_state, left
+
+        emissions = marked.scan(state, _plain(step))
+        return emissions.flat_map(
+            _plain(lambda rows, sizes: self._split(rows, sizes, finish))
+        )
+
+    def _none(self, rows):
+        return gather(rows, tf.zeros([0], tf.int64), self.sequence_positions), tf.zeros(
+            [0], tf.int64
+        )
+
+    def _sort(self, rows, end, seeds):
+        """`((leaving rows, batch sizes), waiting rows)`: the full batches of
+        every bucket (every batch at the `end`), in leaving order."""
+        count = tf.shape(rows["bucket"], out_type=tf.int64)[0]
+        order = tf.range(count)
+        if self.shuffle:
+            draw = tf.random.stateless_uniform([count], _seed(seeds, 0))
+            order = tf.argsort(draw, stable=True, direction="ASCENDING")
+            order = tf.cast(order, tf.int64)
+        order = tf.gather(
+            order, tf.argsort(tf.gather(rows["bucket"], order), stable=True)
+        )
+        bucket = tf.gather(rows["bucket"], order)
+        counts = tf.math.bincount(
+            tf.cast(bucket, tf.int32),
+            minlength=self.num_buckets,
+            maxlength=self.num_buckets,
+            dtype=tf.int64,
+        )
+        rank = tf.range(count) - tf.gather(tf.cumsum(counts, exclusive=True), bucket)
+        sizes = self.batch_sizes
+        batches_per_bucket = -(-counts // sizes)
+        leaving = tf.where(end, batches_per_bucket, counts // sizes)
+        in_bucket = rank // tf.gather(sizes, bucket)
+        leaves = in_bucket < tf.gather(leaving, bucket)
+        batch = tf.gather(tf.cumsum(batches_per_bucket, exclusive=True), bucket)
+        batch += in_bucket
+        num_batches = tf.reduce_sum(batches_per_bucket)
+        rows_in_batch = tf.math.unsorted_segment_sum(
+            tf.ones_like(batch), batch, num_batches
+        )
+        batch_leaves = tf.math.unsorted_segment_max(
+            tf.cast(leaves, tf.int64), batch, num_batches
+        )
+        if self.shuffle:
+            draw = tf.random.stateless_uniform(
+                [num_batches], _seed(seeds, 1), maxval=2**62, dtype=tf.int64
+            )
+            key = draw
+        else:
+            last = tf.math.unsorted_segment_max(
+                tf.gather(rows["index"], order), batch, num_batches
+            )
+            batch_bucket = tf.math.unsorted_segment_max(bucket, batch, num_batches)
+            full = tf.equal(rows_in_batch, tf.gather(sizes, batch_bucket))
+            key = tf.where(full, last, _LAST - 1 - self.num_buckets + batch_bucket)
+        key = tf.where(batch_leaves > 0, key, _LAST)
+        batch_order = tf.argsort(key, stable=True)
+        num_leaving = tf.reduce_sum(batch_leaves)
+        position = tf.math.invert_permutation(batch_order)
+        leaving_rows = tf.reshape(tf.where(leaves), [-1])
+        leaving_rows = tf.gather(
+            leaving_rows,
+            tf.argsort(
+                tf.gather(position, tf.gather(batch, leaving_rows)), stable=True
+            ),
+        )
+        waiting = tf.sort(tf.gather(order, tf.reshape(tf.where(~leaves), [-1])))
+        left = gather(rows, tf.gather(order, leaving_rows), self.sequence_positions)
+        sizes_left = tf.gather(rows_in_batch, batch_order[:num_leaving])
+        return (left, sizes_left), gather(rows, waiting, self.sequence_positions)
+
+    def _split(self, rows, sizes, finish):
+        """The batches of one emission: `finish(rows of the batch)` each."""
+        ends = tf.cumsum(sizes)
+        value_ends = [
+            tf.concat([[0], tf.cumsum(rows["lengths"][:, column])], axis=0)
+            for column in range(len(self.sequence_positions))
+        ]
+
+        def batch(end, size):
+            start = end - size
+            values = list(rows["values"])
+            for position in range(len(values)):
+                if position in self.sequence_positions:
+                    column = self.sequence_positions.index(position)
+                    bounds = value_ends[column]
+                    values[position] = values[position][bounds[start] : bounds[end]]
+                else:
+                    values[position] = values[position][start:end]
+            sliced = {key: rows[key][start:end] for key in ("lengths", *ROW_FIELDS)}
+            return finish({"values": tuple(values), **sliced})
+
+        return tf.data.Dataset.from_tensor_slices((ends, sizes)).map(_plain(batch))
+
+
+def _seed(seeds, draw):
+    """A stateless seed pair from `(seed, epoch, emission)` and the draw."""
+    seed = tf.random.experimental.stateless_fold_in(seeds[:2], seeds[2])
+    return tf.random.experimental.stateless_fold_in(seed, draw)
