@@ -32,7 +32,9 @@ import json, os, statistics, sys, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import numpy as np
 import kerasbatch
-elements, epochs = int(sys.argv[1]), int(sys.argv[2])
+elements, epochs, checkout = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+# The checkout measured is the one asked for, never the working directory's.
+assert kerasbatch.__file__.startswith(checkout), (kerasbatch.__file__, checkout)
 rng = np.random.default_rng(0)
 lengths = np.clip(rng.lognormal(3.5, 0.7, elements).astype(int), 1, 512)
 x = [rng.integers(1, 1000, n).astype("int32") for n in lengths]
@@ -58,9 +60,11 @@ print(json.dumps(result))
 
 
 def measure(checkout, elements, epochs):
+    checkout = os.path.abspath(checkout)
     environment = dict(os.environ, PYTHONPATH=checkout)
     output = subprocess.run(
-        [sys.executable, "-c", MEASURE, str(elements), str(epochs)],
+        [sys.executable, "-c", MEASURE, str(elements), str(epochs), checkout],
+        cwd=checkout,  # `python -c` imports from the working directory first
         env=environment,
         capture_output=True,
         text=True,
