@@ -4,7 +4,9 @@ job on loopback.
     python multi_worker_fit.py DIR INDEX PORT0,PORT1 PHASE
 
 PHASE is `full` (2 epochs), `interrupted` (every worker kills itself with
-SIGKILL after step `KILL_STEP` of epoch 1, after the epoch-0 backup) or
+SIGKILL after step `KILL_STEP` of epoch 1, after the epoch-0 backup; one
+that the other's death reaches first, in that step's all-reduce, kills itself
+then) or
 `resumed` (a restart: `BackupAndRestore` restores the model and epoch 1,
 `EpochReshuffle` gives it the same batches). Every replica batch trained is
 written to `DIR/<phase>-<INDEX>.jsonl` as `[epoch, step, tokens]`.
@@ -84,21 +86,41 @@ def main(directory, index, ports, phase):
         model.compile(optimizer="sgd")
     with open(os.path.join(directory, f"{phase}-{index}.jsonl"), "a") as log:
         model.log = log
-        model.fit(
-            per_replica,
-            epochs=2,
-            verbose=0,
-            callbacks=[
-                keras.callbacks.BackupAndRestore(
-                    os.path.join(directory, f"backup-{index}")
-                ),
-                EpochReshuffle(builder),
-                PaddingEfficiency(builder),
-                Steps(phase),
-            ],
-        )
+        try:
+            fit(model, per_replica, directory, index, builder, phase)
+        except PEER_LOST:
+            if phase != "interrupted":
+                raise
+            # The other worker killed itself first, while this one still
+            # pulled its part of the step's all-reduce: a job loses all its
+            # workers when one is preempted, so this one is preempted too.
+            os.kill(os.getpid(), signal.SIGKILL)
         statistics = [builder.statistics(e).padding_efficiency for e in range(2)]
         log.write(json.dumps(["statistics", statistics]) + "\n")
+
+
+#: How a collective fails when the other worker's process is gone.
+PEER_LOST = (
+    tf.errors.UnavailableError,
+    tf.errors.CancelledError,
+    tf.errors.AbortedError,
+)
+
+
+def fit(model, per_replica, directory, index, builder, phase):
+    model.fit(
+        per_replica,
+        epochs=2,
+        verbose=0,
+        callbacks=[
+            keras.callbacks.BackupAndRestore(
+                os.path.join(directory, f"backup-{index}")
+            ),
+            EpochReshuffle(builder),
+            PaddingEfficiency(builder),
+            Steps(phase),
+        ],
+    )
 
 
 if __name__ == "__main__":
