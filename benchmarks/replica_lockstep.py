@@ -20,6 +20,7 @@ Usage:
 
 import argparse
 import os
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -35,6 +36,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import kerasbatch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import workloads  # noqa: E402
 
 PER_REPLICA = 32
 
@@ -104,8 +108,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     arguments = parser.parse_args()
     rng = np.random.default_rng(0)
-    lengths = np.clip(rng.lognormal(3.5, 0.7, arguments.elements).astype(int), 1, 512)
-    x = [rng.integers(1, 1000, n).astype("int32") for n in lengths]
+    x = workloads.draw_lognormal_sequences(rng, arguments.elements)
     y = rng.normal(size=arguments.elements).astype("float32")
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     rates = {"lock-step (distribute)": [], "independent buckets": []}

@@ -20,9 +20,7 @@ Usage:
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,62 +32,14 @@ import numpy as np  # noqa: E402
 import kerasbatch  # noqa: E402
 from kerasbatch.io import TFRecordLoader, write_dataset  # noqa: E402
 
-SERVER = r"""
-import os, sys
-os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-import tensorflow as tf
-service = tf.data.experimental.service
-role, port, workers = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-if role == "dispatcher":
-    addresses = [f"127.0.0.1:{p}" for p in workers.split(",")]
-    server = service.DispatchServer(
-        service.DispatcherConfig(port=port, worker_addresses=addresses))
-else:
-    server = service.WorkerServer(service.WorkerConfig(
-        dispatcher_address=f"127.0.0.1:{port}",
-        worker_address="127.0.0.1:%port%", port=int(workers)))
-print("ready", flush=True)
-sys.stdin.read()
-os._exit(0)
-"""
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+import workloads  # noqa: E402
+from loopback import tf_data_service  # noqa: E402
 
-
-def free_ports(count):
-    probes = [socket.socket() for _ in range(count)]
-    for probe in probes:
-        probe.bind(("127.0.0.1", 0))
-    ports = [probe.getsockname()[1] for probe in probes]
-    for probe in probes:
-        probe.close()
-    return ports
-
-
-class Service:
-    """A dispatcher and `num_workers` workers, each in its own process."""
-
-    def __init__(self, num_workers):
-        port, *workers = free_ports(1 + num_workers)
-        self.address = f"grpc://127.0.0.1:{port}"
-        self.processes = [self._start("dispatcher", port, ",".join(map(str, workers)))]
-        self.processes += [self._start("worker", port, w) for w in workers]
-        for process in self.processes:
-            assert process.stdout.readline().strip() == "ready"
-
-    @staticmethod
-    def _start(*arguments):
-        return subprocess.Popen(
-            [sys.executable, "-c", SERVER, *map(str, arguments)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-
-    def close(self):
-        for process in self.processes:
-            process.stdin.close()
-        for process in self.processes:
-            process.wait(timeout=30)
+#: The service's processes run until the measurements are over (a day at most).
+LIFETIME = 24 * 3600
 
 
 def elements_per_second(dataset, count_elements, epochs):
@@ -114,9 +64,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=2)
     arguments = parser.parse_args()
-    rng = np.random.default_rng(0)
-    lengths = np.clip(rng.lognormal(3.5, 0.7, arguments.elements).astype(int), 1, 512)
-    x = [rng.integers(1, 1000, n).astype("int32") for n in lengths]
+    x = workloads.draw_lognormal_sequences(np.random.default_rng(0), arguments.elements)
 
     directory = tempfile.mkdtemp()
     write_dataset(directory, [{"tokens": s} for s in x], num_shards=8)
@@ -134,9 +82,12 @@ def main():
     names = {"inputs": ["x"], "outputs": []}
     record_lengths = loader.lengths(**names, verbose=0)
 
-    services = {1: Service(1), 2: Service(2)}
     rates = {}
-    try:
+    with (
+        tf_data_service(1, LIFETIME) as one_worker,
+        tf_data_service(2, LIFETIME) as two_workers,
+    ):
+        services = {1: one_worker, 2: two_workers}
         for _ in range(arguments.rounds):
             for workers in (0, 1, 2):
                 epochs = arguments.epochs
@@ -144,7 +95,7 @@ def main():
                 dataset = builder.build(x)
                 if workers:
                     dataset = builder.distribute_with_service(
-                        services[workers].address, epochs=epochs + 1
+                        services[workers], epochs=epochs + 1
                     )
                     rate = elements_per_second_stream(dataset, epochs + 1)
                 else:
@@ -155,13 +106,10 @@ def main():
                 dataset = loader.build(**names, builder=stream, lengths=record_lengths)
                 if workers:
                     dataset = stream.distribute_with_service(
-                        services[workers].address, epochs=epochs + 1
+                        services[workers], epochs=epochs + 1
                     )
                 rate = elements_per_second(dataset, first, epochs)
                 rates.setdefault(("TFRecord stream", workers), []).append(rate)
-    finally:
-        for service in services.values():
-            service.close()
 
     print(f"{'pipeline':26} {'local':>10} {'1 worker':>10} {'2 workers':>10}")
     for pipeline in ("in-memory BucketBuilder", "TFRecord stream"):

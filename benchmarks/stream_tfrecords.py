@@ -24,69 +24,25 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import streaming  # noqa: E402
+import workloads  # noqa: E402
+
 NUM_RECORDS = 1_000_000
 NUM_SHARDS = 16
-BATCH_SIZE = 64
-NUM_BUCKETS = 32
-BUFFER_SIZE = 10_000
 MEMORY_LIMIT = 2 * 2**30
-VOCAB = 1000
-
-
-def lengths_of_workload(num_records):
-    rng = np.random.default_rng(0)
-    return np.clip(rng.lognormal(3.5, 0.7, num_records).astype(int), 1, 512)
 
 
 def write_data(data_dir, num_records):
-    import kerasbatch
-
-    manifest = os.path.join(data_dir, kerasbatch.io.MANIFEST_NAME)
-    marker = os.path.join(data_dir, f"complete-{num_records}")
-    if os.path.exists(manifest) and os.path.exists(marker):
-        return 0.0
-    start = time.perf_counter()
-    lengths = lengths_of_workload(num_records)
-    rng = np.random.default_rng(1)
-    tokens = rng.integers(1, VOCAB, int(lengths.sum()))
-    rows = np.split(tokens, np.cumsum(lengths)[:-1])
-    labels = rng.integers(0, 2, num_records)
-    records = [
-        {"tokens": r, "label": np.int64(y)} for r, y in zip(rows, labels, strict=True)
-    ]
-    kerasbatch.io.write_dataset(
-        data_dir,
-        records,
-        num_shards=NUM_SHARDS,
-        features={"tokens": {"var_len": True}},
-        overwrite=True,
+    lengths = workloads.draw_lognormal_lengths(np.random.default_rng(0), num_records)
+    return streaming.write_records(
+        data_dir, lengths, np.random.default_rng(1), NUM_SHARDS
     )
-    open(marker, "w").close()
-    return time.perf_counter() - start
-
-
-def loader_config(data_dir, reads, parses):
-    return {
-        "type": "independent",
-        "dataset": {"type": "dir", "args": {"data_dir": data_dir}},
-        "target_batch_size": BATCH_SIZE,
-        "drop_remainder": False,
-        "epochs": 1,
-        "num_read_buffer_bytes": 1 << 20,
-        "num_prefetch": 2,
-        "num_parallel_reads": reads,
-        "num_parallel_parses": parses,
-        "primary_features": [
-            {"from_name": "tokens", "to_name": "tokens"},
-            {"from_name": "label", "to_name": "label"},
-        ],
-    }
 
 
 def peak_memory():
@@ -97,9 +53,7 @@ def worker(args):
     """One measurement in this (fresh) process; prints a JSON line."""
     import kerasbatch
 
-    loader = kerasbatch.io.TFRecordLoader(
-        **loader_config(args.data_dir, args.reads, args.parses)
-    )
+    loader = streaming.make_loader(args.data_dir, args.reads, args.parses)
     names = {"inputs": ["tokens"], "outputs": ["label"]}
     start = time.perf_counter()
     lengths = loader.lengths(**names, cache=args.task != "index", verbose=0)
@@ -109,7 +63,9 @@ def worker(args):
         result.update(seconds=index_seconds, records=len(lengths))
     elif args.task == "in_memory":
         builder = kerasbatch.BucketBuilder(
-            boundaries="auto", num_buckets=NUM_BUCKETS, batch_size=BATCH_SIZE
+            boundaries="auto",
+            num_buckets=streaming.NUM_BUCKETS,
+            batch_size=streaming.BATCH_SIZE,
         )
         builder.adapt(lengths)
         statistics = builder.statistics(0)
@@ -119,12 +75,7 @@ def worker(args):
             distinct_shapes=statistics.distinct_shapes,
         )
     else:
-        builder = kerasbatch.StreamBucketBuilder(
-            boundaries="auto",
-            num_buckets=NUM_BUCKETS,
-            batch_size=BATCH_SIZE,
-            buffer_size=BUFFER_SIZE,
-        )
+        builder = streaming.stream_builder()
         dataset = loader.build(**names, builder=builder, lengths=lengths)
         start = time.perf_counter()
         batches = records = 0
@@ -147,28 +98,9 @@ def worker(args):
 
 
 def run_worker(args, task, reads=1, parses=1):
-    command = [
-        sys.executable,
-        os.path.abspath(__file__),
-        "--worker",
-        "--task",
-        task,
-        "--reads",
-        str(reads),
-        "--parses",
-        str(parses),
-        "--data-dir",
-        args.data_dir,
-    ]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    output = subprocess.run(
-        command, capture_output=True, text=True, env=env, check=False
-    )
-    if output.returncode:
-        raise RuntimeError(f"worker {task} failed:\n{output.stderr[-3000:]}")
-    result = json.loads(output.stdout.strip().splitlines()[-1])
-    print(json.dumps(result), flush=True)
-    return result
+    arguments = ["--task", task, "--reads", reads, "--parses", parses]
+    arguments += ["--data-dir", args.data_dir]
+    return streaming.run_worker(__file__, task, "--worker", *arguments)
 
 
 def main(argv=None):

@@ -27,64 +27,25 @@ import argparse
 import glob
 import json
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import streaming  # noqa: E402
+import workloads  # noqa: E402
+
 NUM_RECORDS = 200_000
 NUM_SHARDS = 8
-BATCH_SIZE = 64
-NUM_BUCKETS = 32
-BUFFER_SIZE = 10_000
 PARSE_BATCH = 256
-VOCAB = 1000
 TASKS = ("raw", "loader", "stream")
 
 
 def write_data(data_dir, num_records):
-    import kerasbatch
-
-    marker = os.path.join(data_dir, f"complete-{num_records}")
-    if os.path.exists(marker):
-        return
     rng = np.random.default_rng(0)
-    lengths = np.clip(rng.lognormal(3.5, 0.7, num_records).astype(int), 1, 512)
-    tokens = rng.integers(1, VOCAB, int(lengths.sum()))
-    rows = np.split(tokens, np.cumsum(lengths)[:-1])
-    labels = rng.integers(0, 2, num_records)
-    kerasbatch.io.write_dataset(
-        data_dir,
-        [
-            {"tokens": r, "label": np.int64(y)}
-            for r, y in zip(rows, labels, strict=True)
-        ],
-        num_shards=NUM_SHARDS,
-        features={"tokens": {"var_len": True}},
-        overwrite=True,
-    )
-    open(marker, "w").close()
-
-
-def make_loader(data_dir, reads, padding=False):
-    import kerasbatch
-
-    return kerasbatch.io.TFRecordLoader(
-        type="independent",
-        dataset={"type": "dir", "args": {"data_dir": data_dir}},
-        target_batch_size=BATCH_SIZE,
-        drop_remainder=False,
-        num_read_buffer_bytes=1 << 20,
-        epochs=1,
-        padding=padding,
-        num_prefetch=2,
-        num_parallel_reads=reads,
-        primary_features=[
-            {"from_name": "tokens", "to_name": "tokens"},
-            {"from_name": "label", "to_name": "label"},
-        ],
-    )
+    lengths = workloads.draw_lognormal_lengths(rng, num_records)
+    streaming.write_records(data_dir, lengths, rng, NUM_SHARDS)
 
 
 def raw_dataset(data_dir, boundaries, reads):
@@ -112,28 +73,22 @@ def raw_dataset(data_dir, boundaries, reads):
     return elements.bucket_by_sequence_length(
         lambda inputs, targets: tf.shape(inputs["tokens"])[0],
         bucket_boundaries=boundaries,
-        bucket_batch_sizes=[BATCH_SIZE] * (len(boundaries) + 1),
+        bucket_batch_sizes=[streaming.BATCH_SIZE] * (len(boundaries) + 1),
     ).prefetch(2)
 
 
 def worker(args):
     """One measurement in this (fresh) process; prints a JSON line."""
-    import kerasbatch
-
-    loader = make_loader(args.data_dir, args.reads)
+    loader = streaming.make_loader(args.data_dir, args.reads)
     names = {"inputs": ["tokens"], "outputs": ["label"]}
     lengths = loader.lengths(**names, verbose=0)
-    builder = kerasbatch.StreamBucketBuilder(
-        boundaries="auto",
-        num_buckets=NUM_BUCKETS,
-        batch_size=BATCH_SIZE,
-        buffer_size=BUFFER_SIZE,
-    )
+    builder = streaming.stream_builder()
     stream = loader.build(**names, builder=builder, lengths=lengths)
     if args.task == "raw":
         dataset = raw_dataset(args.data_dir, builder.resolved_boundaries, args.reads)
     elif args.task == "loader":
-        dataset = make_loader(args.data_dir, args.reads, padding=True).build(**names)
+        padded = streaming.make_loader(args.data_dir, args.reads, padding=True)
+        dataset = padded.build(**names)
     else:
         dataset = stream
     records = 0
@@ -155,15 +110,8 @@ def worker(args):
 
 
 def run_worker(args, task):
-    command = [sys.executable, os.path.abspath(__file__), "--worker", task]
-    command += ["--data-dir", args.data_dir, "--reads", str(args.reads)]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    output = subprocess.run(command, capture_output=True, text=True, env=env)
-    if output.returncode:
-        raise RuntimeError(f"worker {task} failed:\n{output.stderr[-3000:]}")
-    result = json.loads(output.stdout.strip().splitlines()[-1])
-    print(json.dumps(result), flush=True)
-    return result
+    arguments = ["--data-dir", args.data_dir, "--reads", args.reads]
+    return streaming.run_worker(__file__, task, "--worker", task, *arguments)
 
 
 def main(argv=None):

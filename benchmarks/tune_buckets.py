@@ -54,6 +54,15 @@ def search(directory, **kwargs):
     return BucketTuner(directory=directory, overwrite=True, **kwargs)
 
 
+def timed_search(directory, lengths, **kwargs):
+    """A `padding_efficiency` search on `lengths`; returns the tuner and the
+    seconds it took."""
+    tuner = search(directory, **kwargs)
+    start = time.perf_counter()
+    tuner.search(lengths=lengths, verbose=0)
+    return tuner, time.perf_counter() - start
+
+
 def best_score(tuner):
     return float(tuner.oracle.get_best_trials(1)[0].score)
 
@@ -72,31 +81,27 @@ def describe(builder):
 
 def efficiency_part(name, lengths, directory):
     space = BucketSearchSpace()
-    grid = search(
+    grid, grid_seconds = timed_search(
         directory,
+        lengths,
         oracle="grid",
         max_trials=space.size(),
         search_space=space,
         project_name=f"{name}-grid",
     )
-    start = time.perf_counter()
-    grid.search(lengths=lengths, verbose=0)
-    grid_seconds = time.perf_counter() - start
     grid_best = best_score(grid)
     log(f"{name}: grid of {space.size()} configurations, best {grid_best:.4f}")
     searches = {}
     for oracle, seed in [(o, s) for o in ORACLES for s in SEEDS]:
-        tuner = search(
+        tuner, seconds = timed_search(
             directory,
+            lengths,
             oracle=oracle,
             seed=seed,
             max_trials=20,
             search_space=space,
             project_name=f"{name}-{oracle}-{seed}",
         )
-        start = time.perf_counter()
-        tuner.search(lengths=lengths, verbose=0)
-        seconds = time.perf_counter() - start
         score = best_score(tuner)
         searches[f"{oracle} seed {seed}"] = {
             "best": score,
@@ -212,12 +217,10 @@ def trial_table(tuner):
 
 
 def million_lengths_search(directory):
-    rng = np.random.default_rng(0)
-    lengths = np.clip(rng.lognormal(3.5, 0.7, 1_000_000).astype(int), 1, 512)
-    tuner = search(directory, max_trials=20, seed=1, project_name="million")
-    start = time.perf_counter()
-    tuner.search(lengths=lengths, verbose=0)
-    seconds = time.perf_counter() - start
+    lengths = workloads.draw_lognormal_lengths(np.random.default_rng(0), 1_000_000)
+    tuner, seconds = timed_search(
+        directory, lengths, max_trials=20, seed=1, project_name="million"
+    )
     log(f"20-trial search on 1M lengths: {seconds:.1f} s, best {best_score(tuner):.4f}")
     return {"seconds": seconds, "best": best_score(tuner)}
 

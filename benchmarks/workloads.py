@@ -10,6 +10,9 @@
 Token ids are drawn from `[1, vocab)` so that 0 is free for padding (a padded
 position is exactly a 0); labels are per-example binary labels. Both come from
 a separate generator (seed 1), so the lengths are exactly those of DESIGN.md.
+
+The benchmarks that need `lognormal` data of any size draw it from a generator
+of their own (`draw_lognormal_lengths`, `draw_lognormal_sequences`).
 """
 
 import numpy as np
@@ -19,11 +22,22 @@ MAX_LENGTH = 512
 WORKLOADS = ("lognormal", "bimodal")
 
 
+def draw_lognormal_lengths(rng, num_elements):
+    """`num_elements` lengths `clip(lognormal(3.5, 0.7), 1, 512)` drawn from `rng`."""
+    return np.clip(rng.lognormal(3.5, 0.7, num_elements).astype(int), 1, MAX_LENGTH)
+
+
+def draw_lognormal_sequences(rng, num_elements, vocab=1000):
+    """`num_elements` int32 token-id sequences, all drawn from `rng`: the lengths
+    (`draw_lognormal_lengths`), then the ids in `[1, vocab)` sequence by sequence."""
+    lengths = draw_lognormal_lengths(rng, num_elements)
+    return [rng.integers(1, vocab, n).astype("int32") for n in lengths]
+
+
 def lognormal_lengths(num_elements=NUM_ELEMENTS):
     """The `lognormal` lengths, int64 of shape `(num_elements,)`."""
-    rng = np.random.default_rng(0)
-    lengths = rng.lognormal(3.5, 0.7, NUM_ELEMENTS).astype(int)
-    return np.clip(lengths, 1, MAX_LENGTH).astype(np.int64)[:num_elements]
+    lengths = draw_lognormal_lengths(np.random.default_rng(0), NUM_ELEMENTS)
+    return lengths.astype(np.int64)[:num_elements]
 
 
 def bimodal_lengths(num_elements=NUM_ELEMENTS):

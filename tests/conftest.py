@@ -53,16 +53,3 @@ def recording_model():
 
 def batches_per_epoch(recorded, num_batches):
     return [recorded[i : i + num_batches] for i in range(0, len(recorded), num_batches)]
-
-
-def free_ports(count):
-    """`count` distinct free TCP ports on 127.0.0.1, for servers of a test."""
-    import socket
-
-    probes = [socket.socket() for _ in range(count)]
-    for probe in probes:
-        probe.bind(("127.0.0.1", 0))
-    ports = [probe.getsockname()[1] for probe in probes]
-    for probe in probes:
-        probe.close()
-    return ports

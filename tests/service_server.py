@@ -1,7 +1,8 @@
-"""A tf.data service dispatcher or worker in a process of its own, for tests.
+"""A tf.data service dispatcher or worker in a process of its own, for tests
+and `benchmarks/service.py` (`loopback.tf_data_service` starts them).
 
-    python service_server.py dispatcher PORT WORKER_PORT,WORKER_PORT,...
-    python service_server.py worker DISPATCHER_PORT WORKER_PORT
+    python service_server.py dispatcher PORT WORKER_PORT,WORKER_PORT,... LIFETIME
+    python service_server.py worker DISPATCHER_PORT WORKER_PORT LIFETIME
 
 The dispatcher knows its workers' addresses, as static sharding
 (`ShardingPolicy.FILE`) needs.
@@ -18,10 +19,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf  # noqa: E402
 
-LIFETIME = 600
 
-
-def main(role, port, workers):
+def main(role, port, workers, lifetime):
     service = tf.data.experimental.service
     if role == "dispatcher":
         addresses = [f"127.0.0.1:{p}" for p in workers.split(",")]
@@ -40,10 +39,10 @@ def main(role, port, workers):
     threading.Thread(
         target=lambda: (sys.stdin.read(), closed.set()), daemon=True
     ).start()
-    closed.wait(LIFETIME)
+    closed.wait(lifetime)
     del server
     os._exit(0)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import free_ports
+from loopback import free_ports
 from multi_worker_fit import KILL_STEP
 from test_built_datasets import (
     KINDS,

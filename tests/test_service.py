@@ -1,17 +1,12 @@
 """Builders on the tf.data service: dispatcher and workers in processes of
 their own on loopback (`service_server.py`), bounded in time."""
 
-import contextlib
-import os
-import select
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import free_ports
+from loopback import free_ports, tf_data_service
 from test_built_datasets import (
     BUILDERS,
     TRAIN_LENGTHS,
@@ -29,61 +24,10 @@ import kerasbatch
 from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency
 
 IN_MEMORY = ["padded", "sorted", "bucket", "packed", "chunk", "window"]
-HERE = os.path.dirname(__file__)
-START_TIMEOUT = 120
 
 
 def free_port():
     return free_ports(1)[0]
-
-
-@contextlib.contextmanager
-def tf_data_service(num_workers):
-    """A dispatcher and `num_workers` workers, each in its own process; yields
-    the dispatcher's address and stops them all."""
-    port, *worker_ports = free_ports(1 + num_workers)
-    processes = []
-
-    def start(role, *arguments):
-        process = subprocess.Popen(
-            [sys.executable, "service_server.py", role, *map(str, arguments)],
-            cwd=HERE,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        processes.append(process)
-        return process
-
-    try:
-        start("dispatcher", port, ",".join(map(str, worker_ports)))
-        workers = [start("worker", port, worker_port) for worker_port in worker_ports]
-        deadline = time.monotonic() + START_TIMEOUT
-        for process in [processes[0], *workers]:
-            line = ""
-            while not line:
-                # Wait for output without blocking past the deadline.
-                remaining = deadline - time.monotonic()
-                if (
-                    remaining <= 0
-                    or not select.select([process.stdout], [], [], remaining)[0]
-                ):
-                    break
-                line = process.stdout.readline().strip()
-                if not line and process.poll() is not None:
-                    break  # exited without saying ready
-            assert line == "ready", "a tf.data service process did not start"
-        yield f"grpc://127.0.0.1:{port}"
-    finally:
-        for process in processes:
-            process.stdin.close()  # the server exits when its stdin closes
-        for process in processes:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 @pytest.fixture(scope="module")
