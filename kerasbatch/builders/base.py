@@ -18,6 +18,7 @@ from kerasbatch import orders as orders_lib
 from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
+from kerasbatch.builders import prepared as prepared_lib
 from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders import service as service_lib
 from kerasbatch.config import Configurable
@@ -479,9 +480,10 @@ def data_parallel_devices():
 class PlannedBuilder(SharedSettings):
     """What the in-memory builders share: data in memory, a numpy plan per epoch.
 
-    `build` validates the inputs and attaches them (`_attach`), then makes
-    the pipeline (`_make_dataset`); `plan(epoch)` caches the plans that
-    `_make_plan(epoch)` makes; the pipeline computes the running epoch's
+    `build` validates the inputs and attaches them (`_attach`: resolves one
+    frozen `kerasbatch.builders.prepared.Prepared` value and its epoch
+    order, and binds them), then makes the pipeline (`_make_dataset`);
+    `plan(epoch)` caches the plans that `_make_plan(epoch)` makes from them; the pipeline computes the running epoch's
     batches (`_epoch_batches`, given the epoch as a tensor) and turns each
     into a batch with a batch function. Arguments are those of
     `SharedSettings`.
@@ -489,7 +491,8 @@ class PlannedBuilder(SharedSettings):
 
     def __init__(self, **shared):
         super().__init__(**shared)
-        self._data = None
+        self._prepared = None  # what the latest build or adapt resolved
+        self._order = None  # its EpochOrder
 
     def _reset_run_state(self, epoch):
         super()._reset_run_state(epoch)
@@ -501,7 +504,7 @@ class PlannedBuilder(SharedSettings):
     def lengths(self):
         """int64 length of every built element (longest sequence component)."""
         self._require_built()
-        return self._lengths
+        return self._prepared.lengths
 
     def build(self, x, y=None, sample_weight=None):
         """Returns a `tf.data.Dataset` of batches for `model.fit`.
@@ -523,7 +526,7 @@ class PlannedBuilder(SharedSettings):
             self._check_data_parallel(self.plan().batch_rows)
             return self._serve(lambda served: served._make_dataset())
         except Exception:
-            self._data = None  # no half-built state for statistics() to read
+            self._prepared = None  # no half-built state for statistics() to read
             raise
 
     def adapt(self, lengths):
@@ -550,11 +553,15 @@ class PlannedBuilder(SharedSettings):
         """
         if not isinstance(lengths, sources.SequenceData):
             lengths = sources.from_lengths(lengths)
-        self._attach(lengths)
+        try:
+            self._attach(lengths)
+        except Exception:
+            self._prepared = None  # no half-built state for statistics() to read
+            raise
         self._latest = None  # plan() and statistics() describe these lengths
 
     def _require_built(self):
-        if self._data is None:
+        if self._prepared is None:
             raise RuntimeError(
                 f"{type(self).__name__} has no data yet: call build(x, ...) first."
             )
@@ -591,9 +598,18 @@ class PlannedBuilder(SharedSettings):
 
     # -------------------------------------------------------- subclass hooks
     def _attach(self, data):
-        """Validates the settings against `data` (`sources.SequenceData`),
-        keeps it in `self._data` and its lengths in `self._lengths`."""
+        """Validates the settings against `data` (`sources.SequenceData`)
+        and plans for it: resolves a `Prepared` value and binds it
+        (`_bind`). On error, the builder holds no data."""
         raise NotImplementedError
+
+    def _bind(self, prepared, order):
+        """Makes `prepared` (a `Prepared`) and its `EpochOrder` the data
+        that `plan()` and the pipeline read."""
+        self._prepared, self._order = prepared, order
+        self._probe_function = None
+        with self._plans_lock:
+            self._plans.clear()
 
     def _make_plan(self, epoch):
         """The plan of `epoch`, a pure function of `(seed, epoch)`."""
@@ -888,7 +904,7 @@ class Builder(PlannedBuilder):
     def _attach(self, data):
         """Validates the settings against `data` and plans for it."""
         lengths_only = data.lengths_only
-        component_lengths = self._planned_component_lengths(data)
+        component_lengths, layout = self._planned_units(data)
         names = list(component_lengths)
         lengths = np.zeros(data.num_elements, dtype=np.int64)  # no sequence
         if len(names) == 1:
@@ -914,98 +930,100 @@ class Builder(PlannedBuilder):
                 "variable-length component."
             )
         self._check_filler_weights(data.structure["y"] is not None, lengths_only)
-        self._data = data
-        self._probe_function = None
-        self._lengths = lengths
-        self._candidates = candidates
-        self._policy_dropped = policy_dropped
-        self._paddings = paddings
-        self._component_lengths = component_lengths
-        # One limit for all: a read-only view of one value, no memory.
-        self._element_limits = np.broadcast_to(np.int64(overflow_limit), lengths.shape)
-        self._element_bounds = None
-        with self._plans_lock:
-            self._plans.clear()
-        self._cut_lengths = lengths
+        cut_lengths = lengths
         if len(lengths) and lengths.max() > overflow_limit:
-            self._cut_lengths = np.minimum(lengths, overflow_limit)
-        try:
-            self._prepare()
-            self._check_fixed_lengths()
-            self._order = self._epoch_order()
-        except Exception:
-            self._data = None
-            raise
+            cut_lengths = np.minimum(lengths, overflow_limit)
+        prepared = prepared_lib.Prepared(
+            data=data,
+            lengths=lengths,
+            cut_lengths=cut_lengths,
+            candidates=candidates,
+            policy_dropped=policy_dropped,
+            paddings=paddings,
+            component_lengths=component_lengths,
+            # One limit for all: a read-only view of one value, no memory.
+            element_limits=np.broadcast_to(np.int64(overflow_limit), lengths.shape),
+        )
+        prepared = self._prepare(prepared, layout)
+        self._check_fixed_lengths(prepared)
+        self._bind(prepared, self._epoch_order(prepared))
 
     def _default_padding_length(self):
         return "batch"
 
-    def _planned_component_lengths(self, data):
-        """`{sequence component name: int64 length of every planned element}`.
+    def _planned_units(self, data):
+        """`({sequence component name: int64 length of every planned
+        element}, layout)`.
 
-        The planned elements are the data's elements; a subclass may plan
-        other units of the data (`kerasbatch.ChunkBuilder`: chunks).
+        The planned elements are the data's elements (layout None); a
+        subclass may plan other units of the data and describe them in a
+        layout of its own, which `_prepare` receives (`kerasbatch.ChunkBuilder`:
+        chunks).
         """
-        return {c.name: c.lengths for c in data.sequence_components}
+        return {c.name: c.lengths for c in data.sequence_components}, None
 
-    def _check_fixed_lengths(self):
-        for name, padding in self._paddings.items():
-            if padding.fixed_length is None or not len(self._candidates):
+    def _check_fixed_lengths(self, prepared):
+        candidates = prepared.candidates
+        for name, padding in prepared.paddings.items():
+            if padding.fixed_length is None or not len(candidates):
                 continue
-            kept = np.minimum(self._component_lengths[name], self._element_limits)
-            kept = kept[self._candidates]
+            kept = np.minimum(
+                prepared.component_lengths[name], prepared.element_limits
+            )[candidates]
             longest = int(np.argmax(kept))
             if kept[longest] > padding.fixed_length:
                 raise ValueError(
                     f"Component {name!r} is padded to the fixed length "
                     f"{padding.fixed_length}, but element "
-                    f"{self._candidates[longest]} is {kept[longest]} long. Raise "
+                    f"{candidates[longest]} is {kept[longest]} long. Raise "
                     "the length or set max_length with overflow='truncate'."
                 )
 
     # -------------------------------------------------------- subclass hooks
-    def _prepare(self):
-        """Called once per build, after the overflow policy.
+    def _prepare(self, prepared, layout):
+        """The build's final `Prepared` value (called once per build).
 
-        `self._cut_lengths` holds every element's length after the overflow
-        policy and `self._candidates` the elements that may be batched.
-        Subclasses resolve data-dependent settings here and may narrow
-        `self._element_limits` (per-element cut lengths), set
-        `self._element_bounds` (per-element bucket padding lengths), fix
-        `self._paddings`, or leave candidates out by a policy of theirs
-        (counting them in `self._policy_dropped`).
+        `prepared` holds the lengths after the overflow policy and the
+        candidates that batches may hold; `layout` is what `_planned_units`
+        gave with the lengths. Subclasses resolve data-dependent settings
+        here and return `prepared` replaced or extended: narrower
+        `element_limits` (per-element cut lengths), `element_bounds`
+        (per-element bucket padding lengths), fixed `paddings`, or fewer
+        candidates by a policy of theirs (counted in `policy_dropped`).
         """
+        return prepared
 
-    def _epoch_order(self):
+    def _epoch_order(self, prepared):
         """The `kerasbatch.orders.EpochOrder` of the candidates' batches.
 
-        Called once per build, after `_prepare`; candidates no batch holds
-        are left out of every epoch and counted as dropped.
+        Called once per build, with `_prepare`'s value; candidates no batch
+        holds are left out of every epoch and counted as dropped.
         """
         raise NotImplementedError
 
     def _num_left_out(self, indices):
         """Candidates that no batch of the epoch holds (subclass hook for
         plans that repeat elements); `indices` are the epoch's elements."""
-        return len(self._candidates) - len(indices)
+        return len(self._prepared.candidates) - len(indices)
 
     # ------------------------------------------------------------------- plan
     def _make_plan(self, epoch):
         """The `BatchPlan` of `epoch`."""
+        prepared = self._prepared
         indices, splits = self._order.batches(self.seed, epoch)
         first_of_batch = indices[splits[:-1]]
         bounds = None
-        if self._element_bounds is not None:
-            bounds = self._element_bounds[first_of_batch]
+        if prepared.element_bounds is not None:
+            bounds = prepared.element_bounds[first_of_batch]
         return plan_lib.make_plan(
             epoch=epoch,
             indices=indices,
             batch_splits=splits,
-            limits=self._element_limits[first_of_batch],
+            limits=prepared.element_limits[first_of_batch],
             bucket_bounds=bounds,
-            component_lengths=self._component_lengths,
-            paddings=self._paddings,
-            dropped=self._policy_dropped + self._num_left_out(indices),
+            component_lengths=prepared.component_lengths,
+            paddings=prepared.paddings,
+            dropped=prepared.policy_dropped + self._num_left_out(indices),
             batch_multiple=self.batch_multiple,
         )
 
@@ -1038,23 +1056,26 @@ class Builder(PlannedBuilder):
             The batch, in the structure of the built dataset's elements.
         """
         self._require_built()
-        if self._data.lengths_only:
+        prepared = self._prepared
+        if prepared.data.lengths_only:
             raise RuntimeError("element_batch needs data: call build(), not adapt().")
-        if not 0 <= index < len(self._lengths):
+        if not 0 <= index < len(prepared.lengths):
             raise IndexError(
-                f"index {index} is out of range for {len(self._lengths)} elements."
+                f"index {index} is out of range for {len(prepared.lengths)} elements."
             )
         indices = np.full(batch_size, index, dtype=np.int64)
-        limits = self._element_limits[[index]]
-        bounds = None if self._element_bounds is None else self._element_bounds[[index]]
+        limits = prepared.element_limits[[index]]
+        bounds = prepared.element_bounds
+        if bounds is not None:
+            bounds = bounds[[index]]
         plan = plan_lib.make_plan(
             epoch=0,
             indices=indices,
             batch_splits=np.array([0, batch_size], dtype=np.int64),
             limits=limits,
             bucket_bounds=bounds,
-            component_lengths=self._component_lengths,
-            paddings=self._paddings,
+            component_lengths=prepared.component_lengths,
+            paddings=prepared.paddings,
             dropped=0,
         )
         if self._probe_function is None:
@@ -1083,14 +1104,15 @@ class Builder(PlannedBuilder):
         else:
             batch_fn = self._batch_function(int(sizes[0]) if len(sizes) == 1 else None)
         with tf.device("/CPU:0"):  # captured by `_batch_arguments`
-            bounds = self._element_bounds
+            prepared = self._prepared
+            bounds = prepared.element_bounds
             self._epoch_tensors = _EpochTensors(
                 order=epochs_lib.GraphOrder(self._order, self.seed),
-                limits=_per_element(self._element_limits),
+                limits=_per_element(prepared.element_limits),
                 bounds=None if bounds is None else _per_element(bounds),
                 columns=[
-                    (_per_element(lengths), self._paddings[name])
-                    for name, lengths in self._component_lengths.items()
+                    (_per_element(lengths), prepared.paddings[name])
+                    for name, lengths in prepared.component_lengths.items()
                 ],
             )
         return batch_fn, num_batches
@@ -1184,13 +1206,14 @@ class _BatchFunction:
     """Gathers and pads one batch: `BatchArguments → element`."""
 
     def __init__(self, builder, static_batch_size):
-        data = builder._data
+        prepared = builder._prepared
+        data = prepared.data
         self.static_batch_size = static_batch_size
         self.components = data.components
         self.structure = data.structure
         self.tensors = [c.to_tensor() for c in self.components]
-        self.paddings = builder._paddings
-        self.may_cut = bool((builder._element_limits != plan_lib.NO_LIMIT).any())
+        self.paddings = prepared.paddings
+        self.may_cut = bool((prepared.element_limits != plan_lib.NO_LIMIT).any())
         self.output_lengths = builder.output_lengths
         self.output_mask = builder.output_mask
         self.fills = builder.batch_multiple > 1

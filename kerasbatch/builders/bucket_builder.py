@@ -1,5 +1,7 @@
 """Length buckets: batches of elements of similar length."""
 
+import dataclasses
+
 import keras
 import numpy as np
 
@@ -7,6 +9,7 @@ from kerasbatch import boundaries as boundaries_lib
 from kerasbatch import orders
 from kerasbatch.buckets import Buckets
 from kerasbatch.builders.base import Builder, _bool, _optional_positive_int
+from kerasbatch.builders.prepared import Prepared
 
 AUTO = "auto"
 
@@ -137,16 +140,14 @@ class BucketSettings:
             )
         return [int(b) for b in boundaries]
 
-    def _resolve_batch_sizes(self, num_buckets):
+    def _resolve_batch_sizes(self, num_buckets, budget_batch_size):
+        """Every bucket's batch size; `budget_batch_size(bucket)` gives it
+        under `max_tokens`."""
         if self.bucket_batch_sizes is not None:
             return list(self.bucket_batch_sizes)
         if self.max_tokens is None:
             return [self.batch_size] * num_buckets
-        return [self._budget_batch_size(bucket) for bucket in range(num_buckets)]
-
-    def _budget_batch_size(self, bucket):
-        """The batch size of `bucket` under `max_tokens` (subclass hook)."""
-        raise NotImplementedError
+        return [budget_batch_size(bucket) for bucket in range(num_buckets)]
 
     @staticmethod
     def _longest_padding_of(paddings, bound, longest_kept):
@@ -294,69 +295,97 @@ class BucketBuilder(BucketSettings, Builder):
         config.update(self._bucket_config())
         return config
 
-    def _prepare(self):
-        lengths = self._cut_lengths
-        boundaries = self._resolve_boundaries(lengths[self._candidates])
+    def _prepare(self, prepared, layout):
+        candidates = prepared.candidates
+        lengths = prepared.cut_lengths
+        boundaries = self._resolve_boundaries(lengths[candidates])
         num_buckets = len(boundaries) + 1
-        longest = int(lengths[self._candidates].max())
+        longest = int(lengths[candidates].max())
         last_upper = self.max_length if self.max_length is not None else longest
         buckets = Buckets.of(boundaries, last_upper, self.truncate)
-        bounds = buckets.bounds
         bucket_of = buckets.assign(lengths)
+        limits = prepared.element_limits
         if self.truncate:
-            self._element_limits = buckets.cut_limits(bucket_of, self._element_limits)
-        self._element_bounds = orders.compact(bounds)[bucket_of]
-        self._bucket_of = bucket_of
+            limits = buckets.cut_limits(bucket_of, limits)
+        prepared = prepared.extended(
+            BucketPrepared,
+            element_limits=limits,
+            element_bounds=orders.compact(buckets.bounds)[bucket_of],
+            bucket_of=bucket_of,
+        )
         self.resolved_boundaries = boundaries
         self.bucket_counts = np.bincount(
-            bucket_of[self._candidates], minlength=num_buckets
+            bucket_of[candidates], minlength=num_buckets
         ).tolist()
         self.bucket_lengths = [
-            self._longest_padding(bucket, bounds[bucket])
+            self._longest_padding(prepared, bucket, buckets.bounds[bucket])
             for bucket in range(num_buckets)
         ]
-        self.resolved_batch_sizes = self._resolve_batch_sizes(num_buckets)
+        self.resolved_batch_sizes = self._resolve_batch_sizes(
+            num_buckets, lambda bucket: self._budget_batch_size(prepared, bucket)
+        )
+        return prepared
 
-    def _members(self, bucket):
-        return self._candidates[self._bucket_of[self._candidates] == bucket]
+    @staticmethod
+    def _members(prepared, bucket):
+        candidates = prepared.candidates
+        return candidates[prepared.bucket_of[candidates] == bucket]
 
-    def _longest_padding(self, bucket, bound):
+    def _longest_padding(self, prepared, bucket, bound):
         """The longest padded length (any component) of a batch of `bucket`."""
-        members = self._members(bucket)
+        members = self._members(prepared, bucket)
         if not len(members):
             return 0
 
         def longest_kept(name):
             return np.minimum(
-                self._component_lengths[name][members], self._element_limits[members]
+                prepared.component_lengths[name][members],
+                prepared.element_limits[members],
             ).max()
 
-        return self._longest_padding_of(self._paddings, bound, longest_kept)
+        return self._longest_padding_of(prepared.paddings, bound, longest_kept)
 
     def longest_element(self, bucket):
         """The index of the longest (cut) element of `bucket`, or None if empty."""
-        members = self._members(bucket)
+        self._require_built()
+        return self._longest_element(self._prepared, bucket)
+
+    def _longest_element(self, prepared, bucket):
+        members = self._members(prepared, bucket)
         if not len(members):
             return None
-        kept = np.minimum(self._cut_lengths[members], self._element_limits[members])
+        kept = np.minimum(
+            prepared.cut_lengths[members], prepared.element_limits[members]
+        )
         return int(members[np.argmax(kept)])
 
-    def _budget_batch_size(self, bucket):
-        members = self._members(bucket)
-        longest = self.longest_element(bucket)
+    def _budget_batch_size(self, prepared, bucket):
+        members = self._members(prepared, bucket)
+        longest = self._longest_element(prepared, bucket)
         if longest is not None:
-            kept = min(self._cut_lengths[longest], self._element_limits[longest])
+            kept = min(prepared.cut_lengths[longest], prepared.element_limits[longest])
             longest = (longest, int(kept))
         return self._budget_size(
             bucket, self.bucket_lengths[bucket], len(members), longest
         )
 
-    def _epoch_order(self):
+    def _epoch_order(self, prepared):
         return orders.EpochOrder.of_groups(
-            self._candidates,
-            self._bucket_of[self._candidates],
+            prepared.candidates,
+            prepared.bucket_of[prepared.candidates],
             self.resolved_batch_sizes,
             self.drop_remainder,
             shuffle_units=self.shuffle,
             shuffle_batches=self.shuffle,
         )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BucketPrepared(Prepared):
+    """A `Prepared` value with every element's bucket.
+
+    Attributes:
+        bucket_of: int bucket of every element (by its cut length).
+    """
+
+    bucket_of: np.ndarray

@@ -1,5 +1,7 @@
 """Batches of fixed-size chunks of long sequences, with context frames."""
 
+import dataclasses
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -7,6 +9,7 @@ import tensorflow as tf
 from kerasbatch import chunking
 from kerasbatch.builders.base import _BatchFunction, _optional_positive_int
 from kerasbatch.builders.padded_builder import PaddedBuilder
+from kerasbatch.builders.prepared import Prepared
 from kerasbatch.padding import Padding
 
 
@@ -171,7 +174,7 @@ class ChunkBuilder(PaddedBuilder):
     def sequence_lengths(self):
         """int64 frames of every built sequence (of the chunked components)."""
         self._require_built()
-        return self._sequence_lengths
+        return self._prepared.layout.sequence_lengths
 
     @property
     def chunk_table(self):
@@ -182,7 +185,7 @@ class ChunkBuilder(PaddedBuilder):
         plan.
         """
         self._require_built()
-        return self._chunk_table
+        return self._prepared.layout.table
 
     def chunks(self, epoch=None):
         """The `ChunkTable` of `epoch`'s chunks, in the order they are batched.
@@ -276,23 +279,26 @@ class ChunkBuilder(PaddedBuilder):
             )
 
     # ------------------------------------------------------------ planning
-    def _planned_component_lengths(self, data):
+    def _planned_units(self, data):
         chunked = self._chunked_components(data)
         frames = chunked[0].lengths
-        table = chunking.chunk_table(frames, self.chunk_size, self.chunk_step)
-        self._sequence_lengths = frames
-        self._chunk_table = table
-        self._chunk_context = {
-            c.name: self.context if c.role == "x" else (0, 0) for c in chunked
-        }
-        return {
+        layout = ChunkLayout(
+            sequence_lengths=frames,
+            table=chunking.chunk_table(frames, self.chunk_size, self.chunk_step),
+            context={
+                c.name: self.context if c.role == "x" else (0, 0) for c in chunked
+            },
+        )
+        table = layout.table
+        lengths = {
             c.name: (
-                table.length + sum(self._chunk_context[c.name])
-                if c.name in self._chunk_context
+                table.length + sum(layout.context[c.name])
+                if c.name in layout.context
                 else c.lengths[table.sequence]
             )
             for c in data.sequence_components
         }
+        return lengths, layout
 
     def _chunked_components(self, data):
         sequences = data.sequence_components
@@ -327,14 +333,13 @@ class ChunkBuilder(PaddedBuilder):
                 )
         return chunked
 
-    def _prepare(self):
-        long_enough = self._chunk_table.length[self._candidates] >= self.min_chunk_size
-        self._policy_dropped += int((~long_enough).sum())
-        self._candidates = self._candidates[long_enough]
-        if self.chunk_size is None:
-            return
-        for name, (left, right) in self._chunk_context.items():
-            padding = self._paddings[name]
+    def _prepare(self, prepared, layout):
+        candidates = prepared.candidates
+        long_enough = layout.table.length[candidates] >= self.min_chunk_size
+        paddings = dict(prepared.paddings)
+        fixed = layout.context.items() if self.chunk_size is not None else ()
+        for name, (left, right) in fixed:
+            padding = paddings[name]
             window = self.chunk_size + left + right
             if padding.length != "batch":
                 raise ValueError(
@@ -343,7 +348,14 @@ class ChunkBuilder(PaddedBuilder):
                     f"(chunk_size {self.chunk_size} + context {left} + {right}); "
                     "give only a value."
                 )
-            self._paddings[name] = Padding(value=padding.value, length=window)
+            paddings[name] = Padding(value=padding.value, length=window)
+        return prepared.extended(
+            ChunkPrepared,
+            candidates=candidates[long_enough],
+            policy_dropped=prepared.policy_dropped + int((~long_enough).sum()),
+            paddings=paddings,
+            layout=layout,
+        )
 
     def _batch_function(self, static_batch_size):
         return _ChunkBatchFunction(self, static_batch_size)
@@ -358,7 +370,7 @@ class _ChunkBatchFunction(_BatchFunction):
         self.sequence = tf.constant(table.sequence)
         self.offset = tf.constant(table.offset)
         self.length = tf.constant(table.length)
-        self.chunk_context = builder._chunk_context
+        self.chunk_context = builder._prepared.layout.context
 
     def _gather(self, component, tensor, indices):
         sequences = tf.gather(self.sequence, indices)
@@ -380,6 +392,30 @@ class _ChunkBatchFunction(_BatchFunction):
         padding = tf.cast(self.paddings[component.name].value, tensor.dtype)
         inside = tf.reshape(inside, [-1] + [1] * len(component.trailing_shape))
         return positions.with_flat_values(tf.where(inside, values, padding))
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkLayout:
+    """The chunks of the built sequences: the units a `ChunkBuilder` plans.
+
+    Attributes:
+        sequence_lengths: int64 frames of every sequence (of the chunked
+            components).
+        table: the `kerasbatch.chunking.ChunkTable` of every chunk.
+        context: `{chunked component name: (left, right)}` context frames
+            cut with each chunk.
+    """
+
+    sequence_lengths: np.ndarray
+    table: chunking.ChunkTable
+    context: dict
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChunkPrepared(Prepared):
+    """A `Prepared` value whose elements are the chunks of `layout`."""
+
+    layout: ChunkLayout
 
 
 def _keys(keys):

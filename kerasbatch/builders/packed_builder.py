@@ -11,6 +11,7 @@ from kerasbatch import orders, packing, sources
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders.base import PlannedBuilder, _bool, _optional_positive_int
+from kerasbatch.builders.prepared import Prepared
 
 SEGMENT_IDS = "segment_ids"
 POSITIONS = "positions"
@@ -198,34 +199,37 @@ class PackedBuilder(PlannedBuilder):
                 f"No element left: all are longer than max_length={self.max_length} "
                 "and overflow='drop'."
             )
-        self._data = data
-        self._lengths = lengths
-        self._cut_lengths = np.minimum(lengths, limit)
-        self._candidates = candidates
-        self._policy_dropped = policy_dropped
-        self._paddings = paddings
-        with self._plans_lock:
-            self._plans.clear()
+        cut_lengths = np.minimum(lengths, limit)
         # The rows formed do not depend on the epoch (only who fills them).
         rows = packing.pack(
-            self._cut_lengths[candidates],
+            cut_lengths[candidates],
             self.sequence_length,
             self.max_segments_per_row,
         )
-        self._order = orders.PackedOrder.of_packing(
+        if self.drop_remainder and rows.num_rows < self.batch_size:
+            raise ValueError(
+                f"No batch left: the data packs into {rows.num_rows} rows, fewer "
+                f"than batch_size={self.batch_size}, and drop_remainder=True."
+            )
+        prepared = Prepared(
+            data=data,
+            lengths=lengths,
+            cut_lengths=cut_lengths,
+            candidates=candidates,
+            policy_dropped=policy_dropped,
+            paddings=paddings,
+            component_lengths={c.name: c.lengths for c in data.sequence_components},
+            element_limits=np.broadcast_to(np.int64(limit), lengths.shape),
+        )
+        order = orders.PackedOrder.of_packing(
             candidates,
-            self._cut_lengths[candidates],
+            cut_lengths[candidates],
             rows,
             self.batch_size,
             self.drop_remainder,
             self.shuffle,
         )
-        if self.drop_remainder and rows.num_rows < self.batch_size:
-            self._data = None
-            raise ValueError(
-                f"No batch left: the data packs into {rows.num_rows} rows, fewer "
-                f"than batch_size={self.batch_size}, and drop_remainder=True."
-            )
+        self._bind(prepared, order)
         self.resolved_max_segments = self.max_segments_per_row or int(
             rows.segments_per_row.max()
         )
@@ -246,11 +250,11 @@ class PackedBuilder(PlannedBuilder):
             )
 
     def _make_plan(self, epoch):
+        prepared = self._prepared
         indices, row_splits, batch_splits = self._order.batches(self.seed, epoch)
-        candidates = self._candidates
-        token_lengths = self._cut_lengths[indices]
-        cut = self._lengths[indices] - token_lengths
-        num_components = len(self._data.sequence_components)
+        token_lengths = prepared.cut_lengths[indices]
+        cut = prepared.lengths[indices] - token_lengths
+        components = prepared.data.sequence_components
         return packing.PackedPlan(
             epoch=epoch,
             sequence_length=self.sequence_length,
@@ -258,10 +262,10 @@ class PackedBuilder(PlannedBuilder):
             row_splits=row_splits,
             batch_splits=batch_splits,
             token_lengths=token_lengths,
-            component_names=tuple(c.name for c in self._data.sequence_components),
-            dropped=self._policy_dropped + len(candidates) - len(indices),
+            component_names=tuple(c.name for c in components),
+            dropped=prepared.policy_dropped + len(prepared.candidates) - len(indices),
             truncated=int((cut > 0).sum()),
-            truncated_positions=int(cut.sum()) * num_components,
+            truncated_positions=int(cut.sum()) * len(components),
             batch_multiple=self.batch_multiple,
         )
 
@@ -339,10 +343,11 @@ class _PackRows:
     """Builds one batch of packed rows: `PackedBatchArguments → element`."""
 
     def __init__(self, builder, static_batch_size):
-        data = builder._data
+        prepared = builder._prepared
+        data = prepared.data
         self.components = data.components
         self.structure = data.structure
-        self.paddings = builder._paddings
+        self.paddings = prepared.paddings
         self.sequence_length = builder.sequence_length
         self.max_segments = builder.resolved_max_segments
         self.normalize_segments = builder.normalize_segments
@@ -350,7 +355,7 @@ class _PackRows:
         self.tensors = {c.name: tf.constant(c.values) for c in self.components}
         sequence = data.sequence_components[0]
         self.starts = tf.constant(sequence.row_splits[:-1])
-        self.lengths = tf.constant(builder._cut_lengths)
+        self.lengths = tf.constant(prepared.cut_lengths)
 
     def __call__(self, batch):
         num_rows = batch.num_rows

@@ -28,10 +28,10 @@ class PaddedBuilder(Builder):
     0.7142857142857143
     """
 
-    def _epoch_order(self):
+    def _epoch_order(self, prepared):
         return orders.EpochOrder.of_groups(
-            self._candidates,
-            np.zeros(len(self._candidates), np.int64),
+            prepared.candidates,
+            np.zeros(len(prepared.candidates), np.int64),
             [self.batch_size],
             self.drop_remainder,
             shuffle_units=self.shuffle,

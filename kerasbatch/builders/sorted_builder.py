@@ -30,10 +30,10 @@ class SortedBuilder(Builder):
     0.8571428571428571
     """
 
-    def _epoch_order(self):
+    def _epoch_order(self, prepared):
         return orders.EpochOrder.of_groups(
-            self._candidates,
-            self._cut_lengths[self._candidates],
+            prepared.candidates,
+            prepared.cut_lengths[prepared.candidates],
             [self.batch_size],
             self.drop_remainder,
             shuffle_units=self.shuffle,

@@ -494,7 +494,9 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             self._bucket_length(bucket, paddings) for bucket in range(num_buckets)
         ]
         self.resolved_boundaries = boundaries
-        self.resolved_batch_sizes = self._resolve_batch_sizes(num_buckets)
+        self.resolved_batch_sizes = self._resolve_batch_sizes(
+            num_buckets, self._budget_batch_size
+        )
         if lengths is None:
             return None
         num_batches = 0

@@ -9,6 +9,7 @@ import tensorflow as tf
 from kerasbatch import orders, outputs, sources
 from kerasbatch import reducers as reducers_lib
 from kerasbatch.builders.base import Builder, _BatchFunction, _optional_positive_int
+from kerasbatch.builders.prepared import Prepared
 from kerasbatch.padding import Padding
 
 
@@ -192,50 +193,56 @@ class WindowBuilder(Builder):
         return self.build(*inputs)
 
     # ------------------------------------------------------------------- plan
-    def _prepare(self):
-        self._reducers = self._resolve_reducers()
+    def _prepare(self, prepared, layout):
+        data, candidates = prepared.data, prepared.candidates
+        reducers = self._resolve_reducers(data)
         batched = [
             c
-            for c in self._data.sequence_components
+            for c in data.sequence_components
             if isinstance(
-                self._reducers[c.name],
+                reducers[c.name],
                 reducers_lib.PaddedBatch | reducers_lib.DenseBatch,
             )
         ]
-        self._component_lengths = {c.name: c.lengths for c in batched}
-        self._paddings = {
-            c.name: getattr(self._reducers[c.name], "padding", Padding())
-            for c in batched
-        }
         positions, splits = window_positions(
-            len(self._candidates),
+            len(candidates),
             self.size,
             self.shift,
             self.stride,
             self.drop_remainder,
         )
         if len(splits) == 1:
-            if not len(self._candidates):
+            if not len(candidates):
                 raise ValueError("No window: overflow='drop' dropped every element.")
             raise ValueError(
-                f"No window: {len(self._candidates)} elements cannot fill a "
+                f"No window: {len(candidates)} elements cannot fill a "
                 f"window of size {self.size} with stride {self.stride}; keep "
                 "the partial windows with drop_remainder=False."
             )
-        self._windows = self._candidates[positions], splits
-        self._num_unwindowed = len(self._candidates) - len(np.unique(positions))
+        prepared = prepared.extended(
+            WindowPrepared,
+            component_lengths={c.name: c.lengths for c in batched},
+            paddings={
+                c.name: getattr(reducers[c.name], "padding", Padding()) for c in batched
+            },
+            reducers=reducers,
+            window_indices=candidates[positions],
+            window_splits=splits,
+            num_unwindowed=len(candidates) - len(np.unique(positions)),
+        )
         for component in batched:
-            if isinstance(self._reducers[component.name], reducers_lib.DenseBatch):
-                self._check_one_shape(component)
+            if isinstance(reducers[component.name], reducers_lib.DenseBatch):
+                self._check_one_shape(prepared, component)
         if self.batch_multiple > 1:
-            self._check_fillable()
+            self._check_fillable(prepared)
+        return prepared
 
-    def _check_fillable(self):
+    def _check_fillable(self, prepared):
         """Filler rows extend dense batched components only."""
         sparse = {
-            c.name for c in self._data.components if isinstance(c, SparseComponent)
+            c.name for c in prepared.data.components if isinstance(c, SparseComponent)
         }
-        for name, reducer in self._reducers.items():
+        for name, reducer in prepared.reducers.items():
             batches = isinstance(
                 reducer, reducers_lib.PaddedBatch | reducers_lib.DenseBatch
             )
@@ -249,11 +256,11 @@ class WindowBuilder(Builder):
                     "with a window size that is a multiple (drop_remainder=True)."
                 )
 
-    def _resolve_reducers(self):
-        """`{component name: reducer}` for every component of the data."""
-        names = [c.name for c in self._data.components]
+    def _resolve_reducers(self, data):
+        """`{component name: reducer}` for every component of `data`."""
+        names = [c.name for c in data.components]
         given = dict(self.reducers or {})
-        if self._data.lengths_only:
+        if data.lengths_only:
             given = {name: r for name, r in given.items() if name in names}
         unknown = sorted(set(given) - set(names))
         if unknown:
@@ -267,13 +274,14 @@ class WindowBuilder(Builder):
                 if c.is_sequence
                 else reducers_lib.DenseBatch(),
             )
-            for c in self._data.components
+            for c in data.components
         }
 
-    def _check_one_shape(self, component):
+    @staticmethod
+    def _check_one_shape(prepared, component):
         """Every window of a `"dense"` sequence component has one shape."""
-        shapes = _element_shapes(component, self._element_limits)
-        indices, splits = self._windows
+        shapes = _element_shapes(component, prepared.element_limits)
+        indices, splits = prepared.window_indices, prepared.window_splits
         windowed = shapes[indices]
         differs = (
             np.minimum.reduceat(windowed, splits[:-1])
@@ -292,12 +300,15 @@ class WindowBuilder(Builder):
             f"{tuple(shapes[other].tolist())}. Use 'padded' to pad them."
         )
 
-    def _epoch_order(self):
-        indices, splits = self._windows
-        return orders.EpochOrder.of_spans(indices, splits, shuffle_batches=self.shuffle)
+    def _epoch_order(self, prepared):
+        return orders.EpochOrder.of_spans(
+            prepared.window_indices,
+            prepared.window_splits,
+            shuffle_batches=self.shuffle,
+        )
 
     def _num_left_out(self, indices):
-        return self._num_unwindowed
+        return self._prepared.num_unwindowed
 
     def _batch_function(self, static_batch_size):
         return _WindowFunction(self, static_batch_size)
@@ -337,12 +348,30 @@ def window_positions(num_elements, size, shift=1, stride=1, drop_remainder=True)
     return positions[kept][inside[kept]], splits
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WindowPrepared(Prepared):
+    """A `Prepared` value with the windows of the candidates.
+
+    Attributes:
+        reducers: `{component name: reducer}`, resolved.
+        window_indices: int64 elements of every window, window after window.
+        window_splits: int64 window k holds
+            `window_indices[window_splits[k]:window_splits[k + 1]]`.
+        num_unwindowed: candidates that no window holds.
+    """
+
+    reducers: dict
+    window_indices: np.ndarray
+    window_splits: np.ndarray
+    num_unwindowed: int
+
+
 class _WindowFunction(_BatchFunction):
     """Gathers one window per component and applies the component's reducer."""
 
     def __init__(self, builder, static_batch_size):
         super().__init__(builder, static_batch_size)
-        self.reducers = builder._reducers
+        self.reducers = builder._prepared.reducers
 
     def __call__(self, batch):
         indices = batch.indices[: batch.size]
