@@ -603,6 +603,25 @@ class PlannedBuilder(SharedSettings):
         (`_bind`). On error, the builder holds no data."""
         raise NotImplementedError
 
+    def _overflowed(self, data, lengths, component_lengths, paddings):
+        """The `Prepared` value of `data` after the `max_length` overflow
+        policy (`lengths`: of every element, its longest component)."""
+        candidates, limit, policy_dropped = self._apply_overflow(lengths)
+        cut_lengths = lengths
+        if len(lengths) and lengths.max() > limit:
+            cut_lengths = np.minimum(lengths, limit)
+        return prepared_lib.Prepared(
+            data=data,
+            lengths=lengths,
+            cut_lengths=cut_lengths,
+            candidates=candidates,
+            policy_dropped=policy_dropped,
+            paddings=paddings,
+            component_lengths=component_lengths,
+            # One limit for all: a read-only view of one value, no memory.
+            element_limits=np.broadcast_to(np.int64(limit), lengths.shape),
+        )
+
     def _bind(self, prepared, order):
         """Makes `prepared` (a `Prepared`) and its `EpochOrder` the data
         that `plan()` and the pipeline read."""
@@ -911,7 +930,6 @@ class Builder(PlannedBuilder):
             lengths = component_lengths[names[0]]
         elif names:
             lengths = np.max([component_lengths[name] for name in names], axis=0)
-        candidates, overflow_limit, policy_dropped = self._apply_overflow(lengths)
         paddings = self._resolve_paddings(data, names, self._default_padding_length())
         if not self.has_buckets and any(
             p.length == "bucket" for p in paddings.values()
@@ -930,20 +948,7 @@ class Builder(PlannedBuilder):
                 "variable-length component."
             )
         self._check_filler_weights(data.structure["y"] is not None, lengths_only)
-        cut_lengths = lengths
-        if len(lengths) and lengths.max() > overflow_limit:
-            cut_lengths = np.minimum(lengths, overflow_limit)
-        prepared = prepared_lib.Prepared(
-            data=data,
-            lengths=lengths,
-            cut_lengths=cut_lengths,
-            candidates=candidates,
-            policy_dropped=policy_dropped,
-            paddings=paddings,
-            component_lengths=component_lengths,
-            # One limit for all: a read-only view of one value, no memory.
-            element_limits=np.broadcast_to(np.int64(overflow_limit), lengths.shape),
-        )
+        prepared = self._overflowed(data, lengths, component_lengths, paddings)
         prepared = self._prepare(prepared, layout)
         self._check_fixed_lengths(prepared)
         self._bind(prepared, self._epoch_order(prepared))

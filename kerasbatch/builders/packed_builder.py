@@ -11,7 +11,6 @@ from kerasbatch import orders, packing, sources
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders.base import PlannedBuilder, _bool, _optional_positive_int
-from kerasbatch.builders.prepared import Prepared
 
 SEGMENT_IDS = "segment_ids"
 POSITIONS = "positions"
@@ -193,41 +192,28 @@ class PackedBuilder(PlannedBuilder):
                 )
         lengths = data.element_lengths()
         self._check_fits(lengths)
-        candidates, limit, policy_dropped = self._apply_overflow(lengths)
+        prepared = self._overflowed(
+            data,
+            lengths,
+            {c.name: c.lengths for c in data.sequence_components},
+            paddings,
+        )
+        candidates = prepared.candidates
         if not len(candidates):
             raise ValueError(
                 f"No element left: all are longer than max_length={self.max_length} "
                 "and overflow='drop'."
             )
-        cut_lengths = np.minimum(lengths, limit)
+        kept = prepared.cut_lengths[candidates]
         # The rows formed do not depend on the epoch (only who fills them).
-        rows = packing.pack(
-            cut_lengths[candidates],
-            self.sequence_length,
-            self.max_segments_per_row,
-        )
+        rows = packing.pack(kept, self.sequence_length, self.max_segments_per_row)
         if self.drop_remainder and rows.num_rows < self.batch_size:
             raise ValueError(
                 f"No batch left: the data packs into {rows.num_rows} rows, fewer "
                 f"than batch_size={self.batch_size}, and drop_remainder=True."
             )
-        prepared = Prepared(
-            data=data,
-            lengths=lengths,
-            cut_lengths=cut_lengths,
-            candidates=candidates,
-            policy_dropped=policy_dropped,
-            paddings=paddings,
-            component_lengths={c.name: c.lengths for c in data.sequence_components},
-            element_limits=np.broadcast_to(np.int64(limit), lengths.shape),
-        )
         order = orders.PackedOrder.of_packing(
-            candidates,
-            cut_lengths[candidates],
-            rows,
-            self.batch_size,
-            self.drop_remainder,
-            self.shuffle,
+            candidates, kept, rows, self.batch_size, self.drop_remainder, self.shuffle
         )
         self._bind(prepared, order)
         self.resolved_max_segments = self.max_segments_per_row or int(
