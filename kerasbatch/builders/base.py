@@ -304,6 +304,16 @@ class SharedSettings(Configurable):
         replicas' parts. Epochs, `set_epoch`,
         `statistics()` and the callbacks are those of the built dataset.
 
+        Known limit (Keras 3.15, TensorFlow backend): every `fit` under a
+        strategy averages the first per-replica batch across replicas to
+        build the model, which fails ("AddN must have the same size and
+        shape") when that batch's parts differ in rows: a global batch
+        whose rows the replicas cannot share evenly (a remainder, or a
+        token budget's size) that comes first in an epoch. Until
+        `distribute` fills such parts itself, set `batch_multiple` to the
+        number of replicas (filler rows of zero `sample_weight`), or batch
+        sizes that are multiples of it with `drop_remainder=True`.
+
         Args:
             strategy: a `tf.distribute.Strategy` (e.g. `MirroredStrategy`,
                 `MultiWorkerMirroredStrategy`).
