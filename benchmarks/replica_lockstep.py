@@ -56,7 +56,9 @@ def gru():
 
 
 def lock_step(strategy, x, y):
-    builder = kerasbatch.BucketBuilder(num_buckets=16, batch_size=2 * PER_REPLICA)
+    builder = kerasbatch.BucketBuilder(
+        num_buckets=16, batch_size=2 * PER_REPLICA, batch_multiple=2
+    )
     builder.build(x, y)
     return builder, builder.distribute(strategy)
 
@@ -65,14 +67,18 @@ def independent(strategy, x, y):
     """Each replica its own batches (the plan's, dealt out in turn), so the
     two replicas of a step come from different buckets; both padded to the
     longer one, as replicas of one step must share a shape."""
-    builder = kerasbatch.BucketBuilder(num_buckets=16, batch_size=PER_REPLICA)
+    # Every batch 32 rows (a remainder filled with zero-weight rows): the
+    # replicas of a step must match in rows too.
+    builder = kerasbatch.BucketBuilder(
+        num_buckets=16, batch_size=PER_REPLICA, batch_multiple=PER_REPLICA
+    )
     train = builder.build(x, y)
     steps = len(train) // 2
 
     def to_length(batch, length):
-        x_batch, y_batch = batch
+        x_batch, *targets = batch
         extra = length - tf.shape(x_batch)[1]
-        return tf.pad(x_batch, [[0, 0], [0, extra]]), y_batch
+        return tf.pad(x_batch, [[0, 0], [0, extra]]), *targets
 
     def one_step(first, second):
         length = tf.maximum(tf.shape(first[0])[1], tf.shape(second[0])[1])

@@ -18,6 +18,7 @@ tf.config.set_logical_device_configuration(
     _cpu, [tf.config.LogicalDeviceConfiguration()] * 2
 )
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from test_built_datasets import (  # noqa: E402
     KINDS,
@@ -51,7 +52,12 @@ class ReplicaRecorder(Recorder):
 def fit(kind, strategy):
     """`kind` names a builder; `plain-<kind>` fits its built dataset as is."""
     builder = KINDS[kind.removeprefix("plain-")]()
-    train = build(builder, TRAIN_LENGTHS, 1)
+    if not kind.startswith("plain-"):
+        # Batches the 2 replicas can share evenly: filler rows of zero
+        # weight (the model ignores the targets they need).
+        config = {**builder.get_config(), "batch_multiple": 2}
+        builder = type(builder).from_config(config)
+    train = build(builder, TRAIN_LENGTHS, 1, with_targets=True)
     per_replica = train if kind.startswith("plain-") else builder.distribute(strategy)
     with strategy.scope():
         model = ReplicaRecorder()
@@ -72,6 +78,48 @@ def fit(kind, strategy):
     }
 
 
+def uneven_first_batch(strategy):
+    """2 epochs of one global batch of 3 rows (lengths 1, 2, 3): what each
+    replica trained on."""
+    builder = kerasbatch.PaddedBuilder(batch_size=4, shuffle=False, batch_multiple=2)
+    builder.build([np.arange(1, n + 1) for n in (1, 2, 3)], np.zeros(3, "float32"))
+    with strategy.scope():
+        model = WeightRecorder()
+        model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
+    history = model.fit(
+        builder.distribute(strategy),
+        epochs=2,
+        verbose=0,
+        callbacks=[EpochReshuffle(builder), PaddingEfficiency(builder)],
+    )
+    by_replica = sorted(model.steps)
+    return {
+        "shapes": [shape for _, shape, _ in by_replica],
+        "weights": [weights for _, _, weights in by_replica],
+        "padding_efficiency": history.history["padding_efficiency"],
+    }
+
+
+class WeightRecorder(keras.Model):
+    """Records `(replica, x shape, sample weights)` of every replica's batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+        self.lock = threading.Lock()
+        self.steps = []
+
+    def call(self, x):
+        return self.dense(keras.ops.cast(x, "float32"))[:, 0]
+
+    def train_step(self, data):
+        x, _, weights = data
+        replica = int(tf.distribute.get_replica_context().replica_id_in_sync_group)
+        with self.lock:
+            self.steps.append((replica, list(x.shape), np.asarray(weights).tolist()))
+        return super().train_step(data)
+
+
 def errors(strategy):
     """The messages of bad requests."""
     found = {}
@@ -85,6 +133,12 @@ def errors(strategy):
         builder.distribute(strategy)
     except ValueError as error:
         found["indivisible"] = str(error)
+    builder = kerasbatch.PaddedBuilder(batch_size=4)
+    builder.build([np.ones(n) for n in range(1, 4)])  # one batch of 3
+    try:
+        builder.distribute(strategy)
+    except ValueError as error:
+        found["uneven"] = str(error)
     return found
 
 
@@ -92,6 +146,7 @@ def main(kinds):
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     results = {kind: fit(kind, strategy) for kind in kinds}
     results["errors"] = errors(strategy)
+    results["uneven_first_batch"] = uneven_first_batch(strategy)
     print("RESULT " + json.dumps(results))
 
 

@@ -81,9 +81,13 @@ def recorder():
     return model
 
 
-def stream(lengths, first_id):
+def stream(lengths, first_id, targets=None):
     ragged = tf.ragged.constant(sequences(lengths, first_id))
-    return tf.data.Dataset.from_tensor_slices(ragged).map(lambda r: r)
+    if targets is None:
+        return tf.data.Dataset.from_tensor_slices(ragged).map(lambda r: r)
+    return tf.data.Dataset.from_tensor_slices((ragged, targets)).map(
+        lambda r, t: (r, t)
+    )
 
 
 BUILDERS = {
@@ -107,10 +111,15 @@ KINDS = {
 }
 
 
-def build(builder, lengths, first_id):
+def build(builder, lengths, first_id, with_targets=False):
+    """`builder`'s dataset of `sequences(lengths, first_id)` as x (and
+    targets y of zeros `with_targets`)."""
+    targets = np.zeros(len(lengths), "float32") if with_targets else None
     if isinstance(builder, kerasbatch.StreamBucketBuilder):
-        return builder.build(stream(lengths, first_id), lengths=lengths)
-    return builder.build(sequences(lengths, first_id))
+        return builder.build(stream(lengths, first_id, targets), lengths=lengths)
+    if targets is None:
+        return builder.build(sequences(lengths, first_id))
+    return builder.build(sequences(lengths, first_id), targets)
 
 
 def records_loader(directory, lengths, first_id, num_shards=4):

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 from loopback import free_ports
-from multi_worker_fit import KILL_STEP
+from multi_worker_fit import KILL_STEP, KIND
 from test_built_datasets import (
     KINDS,
     TRAIN_LENGTHS,
@@ -47,10 +47,15 @@ def mirrored():
     return json.loads(line.removeprefix("RESULT "))
 
 
-def reference(kind, lengths, first_id, epoch):
-    """The batches and statistics of `epoch` from a builder used only once."""
+def reference(kind, lengths, first_id, epoch, batch_multiple=1):
+    """The batches and statistics of `epoch` from a builder used only once
+    (with `batch_multiple` and targets: what `distribute` feeds 2 replicas,
+    every batch with an even number of rows)."""
     builder = KINDS[kind]()
-    dataset = build(builder, lengths, first_id)
+    if batch_multiple > 1:
+        config = {**builder.get_config(), "batch_multiple": batch_multiple}
+        builder = type(builder).from_config(config)
+    dataset = build(builder, lengths, first_id, with_targets=batch_multiple > 1)
     builder.set_epoch(epoch)
     batches = [tokens(batch) for batch in dataset]
     return batches, builder.statistics()
@@ -76,8 +81,13 @@ def global_batches(steps, num_steps, epoch):
 def test_replicas_train_in_lock_step_on_the_global_plan(mirrored, kind):
     recorded = mirrored[kind]
     plan_kind = kind.removeprefix("plain-")
+    # distributed with batch_multiple=2; Keras splits the plain dataset's
+    # batches as they are.
+    batch_multiple = 1 if kind.startswith("plain-") else 2
     for epoch in range(2):
-        expected, statistics = reference(plan_kind, TRAIN_LENGTHS, 1, epoch)
+        expected, statistics = reference(
+            plan_kind, TRAIN_LENGTHS, 1, epoch, batch_multiple
+        )
         assert len(recorded["steps"]) == 2 * 2 * len(expected)  # 2 epochs
         pairs = global_batches(recorded["steps"], len(expected), epoch)
         for (first, second), batch in zip(pairs, expected, strict=True):
@@ -154,6 +164,17 @@ def test_distribute_names_what_is_wrong(mirrored):
     assert "call build(...) first" in errors["before_build"]
     assert "bucket_batch_sizes[1] (bucket 1)=5" in errors["indivisible"]
     assert "multiple of 2 (e.g. 4 or 6)" in errors["indivisible"]
+    assert "2 replicas each take an equal part" in errors["uneven"]
+    assert "batches of 3 rows. Set batch_multiple=2" in errors["uneven"]
+
+
+def test_a_first_batch_the_replicas_share_with_a_filler_row(mirrored):
+    """Keras builds the model from the first per-replica batch of every
+    fit, averaged across replicas: parts of one shape, or it fails."""
+    recorded = mirrored["uneven_first_batch"]
+    assert recorded["shapes"] == [[2, 3], [2, 3]] * 2  # 3 rows + 1 filler
+    assert recorded["weights"] == [[1.0, 1.0]] * 2 + [[1.0, 0.0]] * 2
+    assert recorded["padding_efficiency"] == [0.5, 0.5]  # 6 of 4 × 3
 
 
 def run_workers(directory, phase):
@@ -212,7 +233,7 @@ def steps_of(records, epoch):
 def test_multi_worker_fit_is_exactly_once_and_in_lock_step(multi_worker):
     workers = multi_worker["full"]
     for epoch in range(2):
-        expected, statistics = reference("bucket", TRAIN_LENGTHS, 1, epoch)
+        expected, statistics = reference(KIND, TRAIN_LENGTHS, 1, epoch)
         first, second = (steps_of(records, epoch) for records in workers)
         assert len(first) == len(second) == len(expected)  # equal step counts
         for a, b, batch in zip(first, second, expected, strict=True):

@@ -4,6 +4,7 @@ import collections
 import copy
 import dataclasses
 import gc
+import math
 import numbers
 import threading
 import typing
@@ -304,15 +305,13 @@ class SharedSettings(Configurable):
         replicas' parts. Epochs, `set_epoch`,
         `statistics()` and the callbacks are those of the built dataset.
 
-        Known limit (Keras 3.15, TensorFlow backend): every `fit` under a
-        strategy averages the first per-replica batch across replicas to
-        build the model, which fails ("AddN must have the same size and
-        shape") when that batch's parts differ in rows: a global batch
-        whose rows the replicas cannot share evenly (a remainder, or a
-        token budget's size) that comes first in an epoch. Until
-        `distribute` fills such parts itself, set `batch_multiple` to the
-        number of replicas (filler rows of zero `sample_weight`), or batch
-        sizes that are multiples of it with `drop_remainder=True`.
+        Every batch must split into parts of equal rows: Keras builds the
+        model at every `fit` under a strategy by averaging the first
+        per-replica batch across replicas, which fails when parts differ
+        (and equal parts compile one shape per step). A remainder or a
+        token budget's batch that the replicas cannot share evenly is an
+        error naming `batch_multiple` (filler rows of zero
+        `sample_weight`, counted as padding) and `drop_remainder`.
 
         Args:
             strategy: a `tf.distribute.Strategy` (e.g. `MirroredStrategy`,
@@ -322,7 +321,8 @@ class SharedSettings(Configurable):
         Raises:
             RuntimeError: nothing was built yet.
             ValueError: a fixed global batch size (`batch_size`, or a
-                bucket's) is not a multiple of the number of replicas.
+                bucket's) is not a multiple of the number of replicas, or
+                another batch (a remainder) cannot be shared evenly.
 
         Example:
 
@@ -344,6 +344,12 @@ class SharedSettings(Configurable):
             ],
             strategy.num_replicas_in_sync,
             type(self).__name__,
+        )
+        served._check_even_split(
+            *served._distributed_batch_rows(),
+            strategy.num_replicas_in_sync,
+            f"The strategy's {strategy.num_replicas_in_sync} replicas each "
+            "take an equal part of every batch",
         )
 
         def per_pipeline(input_context):
@@ -430,20 +436,35 @@ class SharedSettings(Configurable):
         devices cannot share batches of `batch_rows` rows evenly;
         `any_remainder`: remainder batches of any size come too."""
         devices = data_parallel_devices()
-        if devices == 1:
-            return
-        rows = sorted({int(r) for r in np.asarray(batch_rows) if r % devices})
-        if any_remainder and self.batch_multiple % devices:
+        if devices > 1:
+            self._check_even_split(
+                batch_rows,
+                any_remainder,
+                devices,
+                f"The Keras distribution splits every batch across {devices} devices",
+            )
+
+    def _check_even_split(self, batch_rows, any_remainder, parts, splitter):
+        """Raises if batches of `batch_rows` rows (and, `any_remainder`,
+        remainders of any size) cannot be cut into `parts` parts of equal
+        rows; `splitter` says who cuts them."""
+        rows = sorted({int(r) for r in np.asarray(batch_rows) if r % parts})
+        if any_remainder and self.batch_multiple % parts:
             rows.append("a bucket's remainder")
         if rows:
+            multiple = math.lcm(self.batch_multiple, parts)
             raise ValueError(
-                f"The Keras distribution splits every batch across {devices} "
-                f"devices, but {type(self).__name__} feeds batches of "
+                f"{splitter}, but {type(self).__name__} feeds batches of "
                 f"{', '.join(map(str, rows))} rows. Set batch_multiple="
-                f"{devices} (smaller batches get filler rows of zero "
+                f"{multiple} (smaller batches get filler rows of zero "
                 "sample_weight), or batch sizes that are multiples with "
                 "drop_remainder=True."
             )
+
+    def _distributed_batch_rows(self):
+        """`(rows of every batch of an epoch, whether remainders of any
+        size come too)`, for `distribute` (subclass hook)."""
+        raise NotImplementedError
 
     def _resolve_paddings(self, data, names, default_length):
         """`{name: Padding}` for the components `names` of `data`.
@@ -533,7 +554,7 @@ class PlannedBuilder(SharedSettings):
         """
         self._attach(sources.from_inputs(x, y, sample_weight))
         try:
-            self._check_data_parallel(self.plan().batch_rows)
+            self._check_data_parallel(*self._distributed_batch_rows())
             return self._serve(lambda served: served._make_dataset())
         except Exception:
             self._prepared = None  # no half-built state for statistics() to read
@@ -605,6 +626,10 @@ class PlannedBuilder(SharedSettings):
 
     def _statistics(self, epoch):
         return self.plan(epoch).statistics()
+
+    def _distributed_batch_rows(self):
+        # The batch sizes of an epoch are fixed by the lengths.
+        return self.plan().batch_rows, False
 
     # -------------------------------------------------------- subclass hooks
     def _attach(self, data):

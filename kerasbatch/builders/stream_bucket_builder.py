@@ -282,10 +282,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         )
         cardinality = int(dataset.cardinality())
         num_batches = self._resolve_buckets(elements, paddings, lengths, cardinality)
-        self._check_data_parallel(
-            plan_lib.round_up(np.array(self.resolved_batch_sizes), self.batch_multiple),
-            any_remainder=not self.drop_remainder,
-        )
+        self._check_data_parallel(*self._distributed_batch_rows())
         self._elements = elements
         self._paddings = paddings
         self._constants = None
@@ -542,6 +539,13 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
     def _reset_run_state(self, epoch):
         super()._reset_run_state(epoch)
         self._counters = None  # made with the pipeline, by `_reset_counters`
+
+    def _distributed_batch_rows(self):
+        # A stream's remainders may have any size.
+        rows = plan_lib.round_up(
+            np.array(self.resolved_batch_sizes), self.batch_multiple
+        )
+        return rows, not self.drop_remainder
 
     def _reset_counters(self, num_components):
         size = _NUM_SCALARS + 2 * num_components
