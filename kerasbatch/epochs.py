@@ -51,6 +51,7 @@ class GraphOrder:
         with tf.device("/CPU:0"):
             self.starts = tf.constant(order.starts, tf.int64)
             self.sizes = tf.constant(order.sizes, tf.int64)
+            self.capacities = tf.constant(order.capacities, tf.int64)
             # int32 where they fit (`orders.compact`): half the memory.
             if order.shuffle_units:
                 self.units = tf.constant(order.units)
@@ -64,9 +65,10 @@ class GraphOrder:
         a sort of the batches, one gather).
 
         Returns:
-            `(rows, sizes)`: int64 `(num_batches, largest batch size)`
-            indices of every batch in the epoch's order, padded with -1, and
-            int64 `(num_batches,)` batch sizes.
+            `(rows, sizes, capacities)`: int64 `(num_batches, largest batch
+            size)` indices of every batch in the epoch's order, padded with
+            -1; int64 `(num_batches,)` batch sizes, and the rows each batch
+            is fed (`EpochOrder.capacities`).
         """
         order = self.order
         if order.shuffle_units:
@@ -83,11 +85,12 @@ class GraphOrder:
             taken = tf.argsort(keys, stable=True)
         starts = tf.gather(self.starts, taken)
         sizes = tf.gather(self.sizes, taken)
+        capacities = tf.gather(self.capacities, taken)
         columns = tf.range(int(order.sizes.max(initial=1)), dtype=tf.int64)
         positions = tf.minimum(starts[:, None] + columns, len(order.units) - 1)
         valid = columns < sizes[:, None]
         rows = tf.where(valid, tf.gather(ordered, positions), tf.constant(-1, tf.int64))
-        return rows, sizes
+        return rows, sizes, capacities
 
 
 class GraphPackedOrder:
@@ -112,10 +115,11 @@ class GraphPackedOrder:
 
     def batch_rows(self, epoch):
         """Every batch of `epoch` (a scalar int64 tensor) as `(elements,
-        segments, num_rows)`: int64 `(num_batches, most elements)` element
+        segments, num_rows, capacities)`: int64 `(num_batches, most elements)` element
         indices row after row (padded past the batch's own), int64
         `(num_batches, batch_size)` sequences per row (0 past the batch's
-        rows), and int64 `(num_batches,)` rows per batch."""
+        rows), int64 `(num_batches,)` rows per batch, and the rows each
+        batch is fed (filler rows included)."""
         keys = self.length_keys
         if self.order.shuffle:
             keys = keys + hash31(
@@ -128,13 +132,13 @@ class GraphPackedOrder:
                 self.seed, epoch, orders.SLOT_STREAM, len(self.order.slot_ranks)
             )
             elements = tf.gather(elements, tf.argsort(keys, stable=True))
-        rows, num_rows = self.rows.batch_rows(epoch)
+        rows, num_rows, capacities = self.rows.batch_rows(epoch)
         packed = tf.RaggedTensor.from_row_splits(elements, self.row_splits)
         batch_elements = tf.gather(packed, tf.maximum(rows, 0)).merge_dims(1, 2)
         segments = tf.where(
             rows >= 0, tf.gather(packed.row_lengths(), tf.maximum(rows, 0)), 0
         )
-        return batch_elements.to_tensor(-1), segments, num_rows
+        return batch_elements.to_tensor(-1), segments, num_rows, capacities
 
 
 def _u64(value):

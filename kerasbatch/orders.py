@@ -90,6 +90,9 @@ class EpochOrder:
             the keys fit).
         starts: int64 start of every batch in the units sorted by group.
         sizes: int64 size of every batch (positive).
+        capacities: int64 rows every batch is fed (at least its size; more
+            when a remainder is padded to its group's batch size with
+            filler rows).
         shuffle_units: order the units of a group by hash every epoch (else
             keep their order in `units`).
         shuffle_batches: take the batches in hash order every epoch (else in
@@ -99,7 +102,7 @@ class EpochOrder:
 
     >>> import numpy as np
     >>> order = EpochOrder.of_groups(
-    ...     np.arange(5), np.array([1, 0, 1, 0, 1]), [2, 2], False,
+    ...     np.arange(5), np.array([1, 0, 1, 0, 1]), [2, 2], "keep",
     ...     shuffle_units=False, shuffle_batches=False)
     >>> indices, splits = order.batches(seed=0, epoch=0)
     >>> np.split(indices, splits[1:-1])
@@ -110,6 +113,7 @@ class EpochOrder:
     groups: np.ndarray
     starts: np.ndarray
     sizes: np.ndarray
+    capacities: np.ndarray
     shuffle_units: bool
     shuffle_batches: bool
 
@@ -127,7 +131,7 @@ class EpochOrder:
         units,
         groups,
         batch_sizes,
-        drop_remainder,
+        remainder,
         *,
         shuffle_units,
         shuffle_batches,
@@ -141,7 +145,9 @@ class EpochOrder:
                 one batch size for all, batches cut across groups in sorted
                 order, as sorted batching does).
             batch_sizes: batch size of every group, or one for all.
-            drop_remainder: leave out each group's last, smaller batch.
+            remainder: each group's last, smaller batch: `"keep"`, `"drop"`
+                (leave it out) or `"pad"` (feed it with the group's batch
+                size, the rows past its units filler).
         """
         units = np.asarray(units, np.int64)
         groups = np.asarray(groups, np.int64)
@@ -152,34 +158,40 @@ class EpochOrder:
                 np.bincount(groups, minlength=len(batch_sizes)),
                 batch_sizes,
             )
-        starts, sizes, offset = [], [], 0
+        starts, sizes, capacities, offset = [], [], [], 0
         for count, size in zip(counts, sizes_of, strict=True):
             full, rest = divmod(int(count), int(size))
             starts.extend(offset + size * np.arange(full))
             sizes.extend([size] * full)
-            if rest and not drop_remainder:
+            capacities.extend([size] * full)
+            if rest and remainder != "drop":
                 starts.append(offset + size * full)
                 sizes.append(rest)
+                capacities.append(size if remainder == "pad" else rest)
             offset += int(count)
         return cls(
             units=units,
             groups=groups,
             starts=np.asarray(starts, np.int64),
             sizes=np.asarray(sizes, np.int64),
+            capacities=np.asarray(capacities, np.int64),
             shuffle_units=bool(shuffle_units),
             shuffle_batches=bool(shuffle_batches),
         )
 
     @classmethod
-    def of_spans(cls, units, splits, *, shuffle_batches):
-        """Fixed batches `units[splits[b]:splits[b + 1]]` (e.g. windows)."""
+    def of_spans(cls, units, splits, *, shuffle_batches, capacity=None):
+        """Fixed batches `units[splits[b]:splits[b + 1]]` (e.g. windows),
+        each fed with `capacity` rows (default: its size)."""
         units = np.asarray(units, np.int64)
         splits = np.asarray(splits, np.int64)
+        sizes = np.diff(splits)
         return cls(
             units=units,
             groups=np.zeros(len(units), np.int64),
             starts=splits[:-1],
-            sizes=np.diff(splits),
+            sizes=sizes,
+            capacities=sizes if capacity is None else np.full_like(sizes, capacity),
             shuffle_units=False,
             shuffle_batches=bool(shuffle_batches),
         )
@@ -206,6 +218,10 @@ class EpochOrder:
             return np.arange(self.num_batches, dtype=np.int64)
         keys = hash31(seed, epoch, BATCH_STREAM, self.num_batches)
         return np.argsort(keys, kind="stable")
+
+    def batch_capacities(self, seed, epoch):
+        """The rows every batch of `epoch` is fed, in the epoch's order."""
+        return self.capacities[self.batch_order(seed, epoch)]
 
     def batches(self, seed, epoch):
         """`(indices, batch_splits)` of `epoch`: element indices batch after
@@ -262,9 +278,7 @@ class PackedOrder:
     shuffle: bool
 
     @classmethod
-    def of_packing(
-        cls, candidates, lengths, packing, batch_size, drop_remainder, shuffle
-    ):
+    def of_packing(cls, candidates, lengths, packing, batch_size, remainder, shuffle):
         """From a deterministic `kerasbatch.packing.Packing` of `lengths`."""
         candidates = np.asarray(candidates, np.int64)
         lengths = np.asarray(lengths, np.int64)
@@ -274,7 +288,7 @@ class PackedOrder:
             np.arange(packing.num_rows),
             np.zeros(packing.num_rows, np.int64),
             [batch_size],
-            drop_remainder,
+            remainder,
             shuffle_units=shuffle,
             shuffle_batches=False,
         )

@@ -194,6 +194,9 @@ class PackedPlan:
             sequence components.
         batch_multiple: every batch is fed with a multiple of this many rows;
             the rows beyond its packed rows are filler, all padding.
+        capacities: int64 rows every batch is fed before `batch_multiple`
+            (a last batch padded to `batch_size` rows), or None: its packed
+            rows.
     """
 
     epoch: int
@@ -207,6 +210,7 @@ class PackedPlan:
     truncated: int
     truncated_positions: int
     batch_multiple: int = 1
+    capacities: np.ndarray | None = None
 
     @property
     def num_batches(self):
@@ -215,7 +219,8 @@ class PackedPlan:
     @property
     def batch_rows(self):
         """Rows fed per batch: the packed rows and any filler rows."""
-        return plan_lib.round_up(self.rows_per_batch, self.batch_multiple)
+        rows = self.rows_per_batch if self.capacities is None else self.capacities
+        return plan_lib.round_up(rows, self.batch_multiple)
 
     @property
     def num_rows(self):

@@ -72,6 +72,9 @@ class BatchPlan:
         truncated_positions: positions removed by cutting.
         batch_multiple: every batch is fed with a multiple of this many rows;
             the rows beyond its elements are filler, all padding.
+        capacities: int64 rows every batch is fed before `batch_multiple`
+            (a remainder padded to its bucket's batch size), or None: its
+            size.
     """
 
     epoch: int
@@ -85,6 +88,7 @@ class BatchPlan:
     truncated: int
     truncated_positions: int
     batch_multiple: int = 1
+    capacities: np.ndarray | None = None
 
     @property
     def num_batches(self):
@@ -98,7 +102,8 @@ class BatchPlan:
     @property
     def batch_rows(self):
         """Rows fed per batch: the elements and any filler rows."""
-        return round_up(self.batch_sizes, self.batch_multiple)
+        rows = self.batch_sizes if self.capacities is None else self.capacities
+        return round_up(rows, self.batch_multiple)
 
     def batches(self):
         """The element indices of every batch, as a list of int64 arrays."""
@@ -144,6 +149,7 @@ def make_plan(
     paddings,
     dropped,
     batch_multiple=1,
+    capacities=None,
 ):
     """Builds a `BatchPlan` from batches and per-batch cut limits.
 
@@ -159,6 +165,8 @@ def make_plan(
         paddings: `{name: Padding}` for every sequence component.
         dropped: elements left out of the epoch.
         batch_multiple: rows fed per batch are a multiple of this.
+        capacities: int64 rows fed per batch before `batch_multiple`, or
+            None (the batch sizes).
     """
     batch_of_element = np.repeat(
         np.arange(len(batch_splits) - 1), np.diff(batch_splits)
@@ -194,6 +202,7 @@ def make_plan(
         truncated=int(was_cut.sum()),
         truncated_positions=truncated_positions,
         batch_multiple=int(batch_multiple),
+        capacities=capacities,
     )
 
 

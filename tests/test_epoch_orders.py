@@ -21,28 +21,34 @@ from kerasbatch import plan as plan_lib
     groups=st.lists(st.integers(0, 5), min_size=1, max_size=60),
     sizes=st.lists(st.integers(1, 7), min_size=6, max_size=6),
     one_size=st.booleans(),
-    drop_remainder=st.booleans(),
+    remainder=st.sampled_from(["keep", "drop", "pad"]),
     shuffle_units=st.booleans(),
     shuffle_batches=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
     epoch=st.integers(0, 2**20),
 )
 def test_in_graph_batches_equal_the_numpy_plan(
-    groups, sizes, one_size, drop_remainder, shuffle_units, shuffle_batches, seed, epoch
+    groups, sizes, one_size, remainder, shuffle_units, shuffle_batches, seed, epoch
 ):
     units = np.random.default_rng(seed).permutation(len(groups))
     order = orders.EpochOrder.of_groups(
         units,
         np.array(groups),
         sizes[:1] if one_size else sizes,
-        drop_remainder,
+        remainder,
         shuffle_units=shuffle_units,
         shuffle_batches=shuffle_batches,
     )
     indices, splits = order.batches(seed, epoch)
     expected = np.split(indices, splits[1:-1]) if len(splits) > 1 else []
     graph_order = epochs.GraphOrder(order, seed)
-    rows, row_sizes = graph_order.batch_rows(tf.constant(epoch, tf.int64))
+    rows, row_sizes, capacities = graph_order.batch_rows(tf.constant(epoch, tf.int64))
+    # Rows fed: the group's batch size for a padded remainder, else the size.
+    group_of = dict(zip(units.tolist(), groups, strict=True))
+    full = [sizes[0] if one_size else sizes[group_of[int(e[0])]] for e in expected]
+    fed = full if remainder == "pad" else [len(e) for e in expected]
+    assert order.batch_capacities(seed, epoch).tolist() == fed
+    assert capacities.numpy().tolist() == fed
     actual = [
         row[:size] for row, size in zip(rows.numpy(), row_sizes.numpy(), strict=True)
     ]
@@ -50,9 +56,9 @@ def test_in_graph_batches_equal_the_numpy_plan(
     assert len(actual) == len(expected)
     for a, e in zip(actual, expected, strict=True):
         np.testing.assert_array_equal(a, e)
-    # Every unit at most once; all of them without drop_remainder.
+    # Every unit at most once; all of them unless remainders are dropped.
     assert len(np.unique(indices)) == len(indices)
-    if not drop_remainder:
+    if remainder != "drop":
         assert sorted(indices.tolist()) == sorted(units.tolist())
 
 
@@ -66,7 +72,7 @@ def test_the_hash_is_the_same_in_numpy_and_tensorflow():
 
 def test_epochs_and_seeds_give_different_orders():
     order = orders.EpochOrder.of_groups(
-        np.arange(50), np.zeros(50, np.int64), [5], False,
+        np.arange(50), np.zeros(50, np.int64), [5], "keep",
         shuffle_units=True, shuffle_batches=True,
     )  # fmt: skip
     plans = {tuple(order.batches(s, e)[0]) for s in (0, 1) for e in (0, 1, 2)}
@@ -76,7 +82,7 @@ def test_epochs_and_seeds_give_different_orders():
 def test_group_keys_out_of_range_are_an_error():
     with pytest.raises(ValueError, match="Group keys must lie in"):
         orders.EpochOrder.of_groups(
-            [0], [-1], [1], False, shuffle_units=True, shuffle_batches=True
+            [0], [-1], [1], "keep", shuffle_units=True, shuffle_batches=True
         )
 
 
@@ -216,7 +222,7 @@ def test_planning_imports_and_runs_without_tensorflow():
         "    sys.modules[name] = None  # any import of them fails\n"
         "import numpy as np, kerasbatch\n"
         "order = kerasbatch.orders.EpochOrder.of_groups(\n"
-        "    np.arange(6), np.array([0, 1, 0, 1, 0, 1]), [2, 2], False,\n"
+        "    np.arange(6), np.array([0, 1, 0, 1, 0, 1]), [2, 2], 'keep',\n"
         "    shuffle_units=True, shuffle_batches=True)\n"
         "indices, splits = order.batches(seed=1, epoch=3)\n"
         "print(sorted(indices.tolist()), len(splits) - 1)\n"
@@ -248,7 +254,7 @@ def test_the_planning_modules_import_without_tensorflow():
         "sys.modules['tensorflow'] = None  # any import of it fails\n"
         "from kerasbatch import boundaries, buckets, orders, packing, plan\n"
         "print(len(orders.EpochOrder.of_groups("
-        "np.arange(4), np.zeros(4, np.int64), [2], False, shuffle_units=True, "
+        "np.arange(4), np.zeros(4, np.int64), [2], 'keep', shuffle_units=True, "
         "shuffle_batches=True).batches(0, 0)[0]))\n"
     )
     result = subprocess.run(

@@ -25,6 +25,7 @@ from kerasbatch.builders import service as service_lib
 from kerasbatch.config import Configurable
 
 OVERFLOW_POLICIES = ("error", "truncate", "drop")
+REMAINDERS = ("keep", "drop", "pad")
 _PLAN_CACHE_SIZE = 4
 #: Every dataset a builder returned that is still in use, mapped to the
 #: frozen copy of the builder that serves it (see `SharedSettings._serve`).
@@ -79,7 +80,10 @@ class SharedSettings(Configurable):
     Args:
         shuffle: reshuffle every epoch.
         seed: int seed; None draws one at construction.
-        drop_remainder: drop smaller remainder batches.
+        drop_remainder: drop smaller remainder batches (`remainder="drop"`).
+        remainder: what happens to smaller remainder batches: `"keep"`,
+            `"drop"` or `"pad"`; see `kerasbatch.builders.Builder`. None:
+            from `drop_remainder`.
         padding: see `kerasbatch.builders.Builder`.
         max_length: the longest element allowed, or None.
         overflow: `"error"`, `"truncate"` or `"drop"`.
@@ -94,6 +98,7 @@ class SharedSettings(Configurable):
         shuffle=True,
         seed=0,
         drop_remainder=False,
+        remainder=None,
         padding=None,
         max_length=None,
         overflow="error",
@@ -106,7 +111,8 @@ class SharedSettings(Configurable):
         if not _is_int(seed) or seed < 0:
             raise ValueError(f"seed must be a non-negative int or None, got {seed!r}.")
         self.seed = int(seed)
-        self.drop_remainder = _bool(drop_remainder, "drop_remainder")
+        self.remainder = _remainder(remainder, _bool(drop_remainder, "drop_remainder"))
+        self.drop_remainder = self.remainder == "drop"
         self._parsed_padding = padding_lib.parse_padding(padding)
         self.padding = padding
         self.max_length = _optional_positive_int(max_length, "max_length")
@@ -139,6 +145,7 @@ class SharedSettings(Configurable):
             "shuffle": self.shuffle,
             "seed": self.seed,
             "drop_remainder": self.drop_remainder,
+            "remainder": self.remainder,
             "padding": padding_lib.padding_config(self.padding),
             "max_length": self.max_length,
             "overflow": self.overflow,
@@ -419,16 +426,28 @@ class SharedSettings(Configurable):
         buffer = tf.data.AUTOTUNE if self.prefetch == "auto" else self.prefetch
         return dataset.prefetch(buffer)
 
+    @property
+    def _fills(self):
+        """Whether batches may get filler rows (`batch_multiple`, or
+        `remainder="pad"`)."""
+        return self.batch_multiple > 1 or self.remainder == "pad"
+
+    @property
+    def _filler_setting(self):
+        """The setting that asks for filler rows, for messages."""
+        if self.remainder == "pad":
+            return "remainder='pad'"
+        return f"batch_multiple={self.batch_multiple}"
+
     def _check_filler_weights(self, has_targets, lengths_only=False):
         """Filler rows are kept out of training by a zero `sample_weight`,
         which needs targets."""
-        if self.batch_multiple > 1 and not has_targets and not lengths_only:
+        if self._fills and not has_targets and not lengths_only:
             raise ValueError(
-                f"batch_multiple={self.batch_multiple} fills smaller batches "
-                "with rows that a zero sample_weight keeps out of the loss, "
-                "but the data has no targets y to weigh. Give y, or set "
-                "batch_multiple=1 and make every batch size a multiple "
-                "yourself (drop_remainder=True)."
+                f"{self._filler_setting} fills smaller batches with rows that a zero "
+                "sample_weight keeps out of the loss, but the data has no "
+                "targets y to weigh. Give y, or keep or drop the smaller "
+                "batches (remainder='keep' or 'drop', batch_multiple=1)."
             )
 
     def _check_data_parallel(self, batch_rows, any_remainder=False):
@@ -851,7 +870,16 @@ class Builder(PlannedBuilder):
         seed: int seed; epoch k's batches depend only on `(seed, k)`. None
             draws one at construction (then kept in `get_config()`).
         drop_remainder: drop the last, smaller batch (of each bucket); the
-            dropped elements are counted in `statistics().dropped`.
+            dropped elements are counted in `statistics().dropped`. The same
+            as `remainder="drop"`.
+        remainder: the last, smaller batch (of each bucket): `"keep"` (the
+            default), `"drop"` (as `drop_remainder`) or `"pad"`: fed with
+            the full batch size, the rows past its elements filler (all
+            padding, lengths 0, `sample_weight` 0, counted as padding in
+            `statistics()`), so every batch of a bucket has one size and,
+            with `pad_to_bucket`, an epoch feeds one shape per bucket (one
+            XLA compilation each). Needs targets y and a loss that takes
+            `sample_weight`, as `batch_multiple` does.
         padding: how sequence components are padded: None (value 0, to the
             batch's longest element), a `kerasbatch.Padding` or config dict
             for all components, or a dict mapping component names (`"x"`,
@@ -918,6 +946,7 @@ class Builder(PlannedBuilder):
         shuffle=True,
         seed=0,
         drop_remainder=False,
+        remainder=None,
         padding=None,
         max_length=None,
         overflow="error",
@@ -933,6 +962,7 @@ class Builder(PlannedBuilder):
             shuffle=shuffle,
             seed=seed,
             drop_remainder=drop_remainder,
+            remainder=remainder,
             padding=padding,
             max_length=max_length,
             overflow=overflow,
@@ -1051,6 +1081,7 @@ class Builder(PlannedBuilder):
         """The `BatchPlan` of `epoch`."""
         prepared = self._prepared
         indices, splits = self._order.batches(self.seed, epoch)
+        capacities = self._order.batch_capacities(self.seed, epoch)
         first_of_batch = indices[splits[:-1]]
         bounds = None
         if prepared.element_bounds is not None:
@@ -1065,6 +1096,7 @@ class Builder(PlannedBuilder):
             paddings=prepared.paddings,
             dropped=prepared.policy_dropped + self._num_left_out(indices),
             batch_multiple=self.batch_multiple,
+            capacities=capacities,
         )
 
     def _running_positions(self, num_batches):
@@ -1165,7 +1197,7 @@ class Builder(PlannedBuilder):
         """The `BatchArguments` of every batch of `epoch`, stacked, computed
         in the graph as `make_plan` computes them."""
         tensors = self._epoch_tensors
-        rows, sizes = tensors.order.batch_rows(epoch)
+        rows, sizes, capacities = tensors.order.batch_rows(epoch)
         first = rows[:, 0]
         batch_limits = _take(tensors.limits, first)
         valid = rows >= 0
@@ -1186,7 +1218,7 @@ class Builder(PlannedBuilder):
         return BatchArguments(
             indices=rows,
             size=sizes,
-            rows=plan_lib.round_up(sizes, self.batch_multiple),
+            rows=plan_lib.round_up(capacities, self.batch_multiple),
             padded_lengths=tf.concat(padded, axis=1),
             limit=batch_limits,
         )
@@ -1256,7 +1288,7 @@ class _BatchFunction:
         self.may_cut = bool((prepared.element_limits != plan_lib.NO_LIMIT).any())
         self.output_lengths = builder.output_lengths
         self.output_mask = builder.output_mask
-        self.fills = builder.batch_multiple > 1
+        self.fills = builder._fills
 
     def __call__(self, batch):
         indices = batch.indices[: batch.size]
@@ -1360,6 +1392,20 @@ def _empty_like(spec):
             tf.zeros([0, len(shape)], tf.int64), tf.zeros([0], spec.dtype), shape
         )
     return tf.zeros(shape, spec.dtype)
+
+
+def _remainder(remainder, drop_remainder):
+    """The `remainder` setting, `"drop"` for `drop_remainder=True`."""
+    if remainder is None:
+        return "drop" if drop_remainder else "keep"
+    if remainder not in REMAINDERS:
+        raise ValueError(f"remainder must be one of {REMAINDERS}, got {remainder!r}.")
+    if drop_remainder and remainder != "drop":
+        raise ValueError(
+            f"drop_remainder=True and remainder={remainder!r} contradict each "
+            "other: give remainder alone."
+        )
+    return remainder
 
 
 def _is_int(value):

@@ -374,7 +374,7 @@ class BucketBuilder(BucketSettings, Builder):
             prepared.candidates,
             prepared.bucket_of[prepared.candidates],
             self.resolved_batch_sizes,
-            self.drop_remainder,
+            self.remainder,
             shuffle_units=self.shuffle,
             shuffle_batches=self.shuffle,
         )

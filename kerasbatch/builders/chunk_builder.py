@@ -65,6 +65,9 @@ class ChunkBuilder(PaddedBuilder):
         shuffle: reshuffle the chunks across sequences every epoch.
         seed: int seed; None draws one at construction.
         drop_remainder: drop the last, smaller batch (counted as dropped).
+        remainder: `"keep"`, `"drop"` or `"pad"`, as for
+            `kerasbatch.builders.Builder` (with `"pad"` and a `chunk_size`,
+            every batch has one shape).
         padding: the padding value of each sequence component, as for
             `kerasbatch.builders.Builder`; it fills short chunks and the
             context beyond the sequence borders. Chunked components have the
@@ -109,6 +112,7 @@ class ChunkBuilder(PaddedBuilder):
         shuffle=True,
         seed=0,
         drop_remainder=False,
+        remainder=None,
         padding=None,
         output_lengths=False,
         output_mask=False,
@@ -150,6 +154,7 @@ class ChunkBuilder(PaddedBuilder):
             shuffle=shuffle,
             seed=seed,
             drop_remainder=drop_remainder,
+            remainder=remainder,
             padding=padding,
             output_lengths=output_lengths,
             output_mask=output_mask,
@@ -257,6 +262,7 @@ class ChunkBuilder(PaddedBuilder):
             output_mask=output_mask,
             shuffle=False,
             drop_remainder=False,
+            remainder="keep",
         )
         return type(self).from_config(config)
 

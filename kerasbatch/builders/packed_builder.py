@@ -69,6 +69,10 @@ class PackedBuilder(PlannedBuilder):
             draws one at construction.
         drop_remainder: drop the last batch when it has fewer rows than
             `batch_size`; its elements count in `statistics().dropped`.
+        remainder: the last batch when it has fewer rows: `"keep"`,
+            `"drop"` (as `drop_remainder`) or `"pad"` (filled to
+            `batch_size` rows of padding, whose weights are 0: every batch
+            then has one shape).
         padding: the padding values: None (0), a `kerasbatch.Padding` or
             config dict for all components, or a dict of them by component
             name (`"x"`, `"y"`, `"sample_weight"` or dict keys; per-example
@@ -123,6 +127,7 @@ class PackedBuilder(PlannedBuilder):
         shuffle=True,
         seed=0,
         drop_remainder=False,
+        remainder=None,
         padding=None,
         max_length=None,
         overflow="error",
@@ -147,6 +152,7 @@ class PackedBuilder(PlannedBuilder):
             shuffle=shuffle,
             seed=seed,
             drop_remainder=drop_remainder,
+            remainder=remainder,
             padding=padding,
             max_length=max_length,
             overflow=overflow,
@@ -213,7 +219,7 @@ class PackedBuilder(PlannedBuilder):
                 f"than batch_size={self.batch_size}, and drop_remainder=True."
             )
         order = orders.PackedOrder.of_packing(
-            candidates, kept, rows, self.batch_size, self.drop_remainder, self.shuffle
+            candidates, kept, rows, self.batch_size, self.remainder, self.shuffle
         )
         self._bind(prepared, order)
         self.resolved_max_segments = self.max_segments_per_row or int(
@@ -253,6 +259,7 @@ class PackedBuilder(PlannedBuilder):
             truncated=int((cut > 0).sum()),
             truncated_positions=int(cut.sum()) * len(components),
             batch_multiple=self.batch_multiple,
+            capacities=self._order.rows.batch_capacities(self.seed, epoch),
         )
 
     def _running_positions(self, num_batches):
@@ -281,12 +288,12 @@ class PackedBuilder(PlannedBuilder):
     def _batch_arguments(self, epoch):
         """The `PackedBatchArguments` of every batch of `epoch`, stacked,
         computed in the graph."""
-        elements, segments, num_rows = self._graph_order.batch_rows(epoch)
+        elements, segments, num_rows, capacities = self._graph_order.batch_rows(epoch)
         return PackedBatchArguments(
             elements=elements,
             segments=segments,
             num_rows=num_rows,
-            rows=plan_lib.round_up(num_rows, self.batch_multiple),
+            rows=plan_lib.round_up(capacities, self.batch_multiple),
         )
 
     def _replica_parts(self, batch, replicas):

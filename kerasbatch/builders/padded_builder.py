@@ -33,7 +33,7 @@ class PaddedBuilder(Builder):
             prepared.candidates,
             np.zeros(len(prepared.candidates), np.int64),
             [self.batch_size],
-            self.drop_remainder,
+            self.remainder,
             shuffle_units=self.shuffle,
             shuffle_batches=False,
         )

@@ -35,7 +35,7 @@ class SortedBuilder(Builder):
             prepared.candidates,
             prepared.cut_lengths[prepared.candidates],
             [self.batch_size],
-            self.drop_remainder,
+            self.remainder,
             shuffle_units=self.shuffle,
             shuffle_batches=self.shuffle,
         )

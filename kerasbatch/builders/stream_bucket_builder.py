@@ -113,6 +113,10 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         drop_remainder: drop the batches smaller than their bucket's batch
             size (at most one per bucket at the end of finite data); the
             dropped elements are counted in `statistics().dropped`.
+        remainder: those smaller batches: `"keep"`, `"drop"` (as
+            `drop_remainder`) or `"pad"` (fed with the bucket's batch size,
+            the rows past their elements filler of zero `sample_weight`,
+            counted as padding), as in `kerasbatch.builders.Builder`.
         padding: as in `kerasbatch.builders.Builder`: None, a
             `kerasbatch.Padding` or config dict for all sequence components,
             or a dict of them by component name.
@@ -166,6 +170,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         shuffle=True,
         seed=0,
         drop_remainder=False,
+        remainder=None,
         padding=None,
         max_length=None,
         overflow="error",
@@ -192,6 +197,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             shuffle=shuffle,
             seed=seed,
             drop_remainder=drop_remainder,
+            remainder=remainder,
             padding=padding,
             max_length=max_length,
             overflow=overflow,
@@ -541,11 +547,11 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         self._counters = None  # made with the pipeline, by `_reset_counters`
 
     def _distributed_batch_rows(self):
-        # A stream's remainders may have any size.
+        # A stream's remainders may have any size, unless padded or dropped.
         rows = plan_lib.round_up(
             np.array(self.resolved_batch_sizes), self.batch_multiple
         )
-        return rows, not self.drop_remainder
+        return rows, self.remainder == "keep"
 
     def _reset_counters(self, num_components):
         size = _NUM_SCALARS + 2 * num_components
@@ -795,9 +801,12 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         flat = list(batch["components"])
         positions = self._elements.sequence_positions
         size = tf.shape(batch["bucket"], out_type=tf.int64)[0]
+        sizes = self._pipeline_constants()["sizes"]
+        bucket_size = tf.gather(sizes, batch["bucket"][0])
         rows, lengths = size, batch["lengths"]
-        if self.batch_multiple > 1:
-            rows = plan_lib.round_up(size, self.batch_multiple)
+        if self._fills:
+            fed = bucket_size if self.remainder == "pad" else size
+            rows = plan_lib.round_up(fed, self.batch_multiple)
             values = self._padding_values(batch)["components"]
             flat = [
                 outputs.fill_rows(t, rows, 0 if value is None else value)
@@ -828,10 +837,9 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             tf.strings.as_string(tf.concat([[rows], padded_lengths], axis=0)),
             separator=",",
         )
-        sizes = self._pipeline_constants()["sizes"]
-        full = size == tf.gather(sizes, batch["bucket"][0])
+        full = size == bucket_size
         element = tf.nest.pack_sequence_as(self._elements.structure, flat)
-        if self.output_lengths or self.output_mask or self.batch_multiple > 1:
+        if self.output_lengths or self.output_mask or self._fills:
             element = self._with_outputs(element, lengths, size)
         return element, counted, shape, full
 
@@ -857,7 +865,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         ]
         with tf.control_dependencies(updates):
             element = tf.nest.map_structure(tf.identity, element)
-        if self.drop_remainder and len(set(self.resolved_batch_sizes)) == 1:
+        if self.remainder != "keep" and len(set(self.resolved_batch_sizes)) == 1:
             rows = int(
                 plan_lib.round_up(self.resolved_batch_sizes[0], self.batch_multiple)
             )
@@ -881,7 +889,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             by_name,
             output_lengths=self.output_lengths,
             output_mask=self.output_mask,
-            real_rows=size if self.batch_multiple > 1 else None,
+            real_rows=size if self._fills else None,
         )
 
     # ------------------------------------------------------------- statistics

@@ -49,6 +49,10 @@ class WindowBuilder(Builder):
         stride: the step between the elements of a window.
         drop_remainder: drop the last windows that hold fewer than `size`
             elements (the seed's default, True).
+        remainder: those last windows: `"keep"`, `"drop"` or `"pad"` (fed
+            with `size` rows, the rows past their elements filler of zero
+            `sample_weight`, as with `batch_multiple`). When given, it
+            decides, whatever `drop_remainder` says.
         reducers: a dict mapping component names to a reducer: a name
             (`"padded"`, `"dense"`/`"batch"`, `"count"`), a config dict, or a
             `kerasbatch.Reducer` / built-in instance. Components left out are
@@ -90,6 +94,7 @@ class WindowBuilder(Builder):
         drop_remainder=True,
         reducers=None,
         *,
+        remainder=None,
         shuffle=True,
         seed=0,
         max_length=None,
@@ -102,7 +107,9 @@ class WindowBuilder(Builder):
             self.size,
             shuffle=shuffle,
             seed=seed,
-            drop_remainder=drop_remainder,
+            # A remainder given decides (drop_remainder defaults to True).
+            drop_remainder=drop_remainder and remainder is None,
+            remainder=remainder,
             max_length=max_length,
             overflow=overflow,
             batch_multiple=batch_multiple,
@@ -233,7 +240,7 @@ class WindowBuilder(Builder):
         for component in batched:
             if isinstance(reducers[component.name], reducers_lib.DenseBatch):
                 self._check_one_shape(prepared, component)
-        if self.batch_multiple > 1:
+        if self._fills:
             self._check_fillable(prepared)
         return prepared
 
@@ -248,12 +255,13 @@ class WindowBuilder(Builder):
             )
             if name in sparse or not batches:
                 raise ValueError(
-                    f"batch_multiple={self.batch_multiple} fills each window's "
+                    f"{self._filler_setting} fills each window's "
                     f"batch with rows, but component {name!r} is reduced by "
                     f"{reducer!r}{' of sparse elements' if name in sparse else ''}, "
                     "which gives no dense row per element. Use 'padded' or "
-                    "'dense' reducers of dense elements, or batch_multiple=1 "
-                    "with a window size that is a multiple (drop_remainder=True)."
+                    "'dense' reducers of dense elements, or keep or drop the "
+                    "smaller windows (batch_multiple=1, remainder='keep' or "
+                    "'drop')."
                 )
 
     def _resolve_reducers(self, data):
@@ -305,6 +313,7 @@ class WindowBuilder(Builder):
             prepared.window_indices,
             prepared.window_splits,
             shuffle_batches=self.shuffle,
+            capacity=self.size if self.remainder == "pad" else None,
         )
 
     def _num_left_out(self, indices):

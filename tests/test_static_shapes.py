@@ -1,0 +1,182 @@
+"""Bounded shapes for XLA and JAX: `remainder="pad"` feeds every batch of a
+bucket (of a builder) with one number of rows, filler rows of zero weight."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kerasbatch
+
+LENGTHS = np.random.default_rng(3).integers(1, 41, 53)
+
+
+def sequences(lengths=LENGTHS):
+    """Element i is the id i + 1 repeated (so 0 is padding only)."""
+    return [np.full(n, i + 1, "int32") for i, n in enumerate(lengths)]
+
+
+def targets(lengths=LENGTHS):
+    return np.arange(1, len(lengths) + 1, dtype="float32")
+
+
+PADDED = {
+    "padded": lambda: kerasbatch.PaddedBuilder(batch_size=8, remainder="pad"),
+    "sorted": lambda: kerasbatch.SortedBuilder(batch_size=8, remainder="pad"),
+    "bucket": lambda: kerasbatch.BucketBuilder(
+        num_buckets=4, batch_size=8, pad_to_bucket=True, remainder="pad"
+    ),
+    "budget": lambda: kerasbatch.BucketBuilder(
+        num_buckets=4, max_tokens=200, pad_to_bucket=True, remainder="pad"
+    ),
+    "chunk": lambda: kerasbatch.ChunkBuilder(16, batch_size=8, remainder="pad"),
+    "window": lambda: kerasbatch.WindowBuilder(8, 8, remainder="pad"),
+    "packed": lambda: kerasbatch.PackedBuilder(48, batch_size=4, remainder="pad"),
+    "stream": lambda: kerasbatch.StreamBucketBuilder(
+        boundaries=[10, 20, 30],
+        batch_size=8,
+        pad_to_bucket=True,
+        max_length=40,
+        remainder="pad",
+        buffer_size=16,
+    ),
+}
+
+
+def build(builder):
+    if isinstance(builder, kerasbatch.StreamBucketBuilder):
+        ragged = tf.ragged.constant(sequences())
+        dataset = tf.data.Dataset.from_tensor_slices((ragged, targets()))
+        return builder.build(dataset.map(lambda x, y: (x, y)), lengths=LENGTHS)
+    return builder.build(sequences(), targets())
+
+
+def full_rows(builder, batch):
+    """The rows every batch of `batch`'s bucket (of the builder) is fed."""
+    if isinstance(builder, kerasbatch.WindowBuilder):
+        return builder.size
+    sizes = getattr(builder, "resolved_batch_sizes", None)
+    if sizes is None or len(set(sizes)) == 1:
+        return builder.batch_size if sizes is None else sizes[0]
+    return None  # a budget: per bucket, checked through the shapes
+
+
+def x_of(batch):
+    x = batch[0]
+    return np.asarray(x["x"] if isinstance(x, dict) else x)
+
+
+@pytest.mark.parametrize("kind", PADDED)
+def test_padded_remainders_keep_every_element_once_with_zero_weight_fillers(kind):
+    builder = PADDED[kind]()
+    dataset = build(builder)
+    for epoch in range(2):
+        builder.set_epoch(epoch)
+        batches = list(dataset)
+        rows = {len(x_of(b)) for b in batches}
+        expected = full_rows(builder, batches[0])
+        if expected is not None:
+            assert rows == {expected}  # no smaller remainder batch
+        real, padded = 0, 0
+        seen = []
+        for batch in batches:
+            x, weights = x_of(batch), np.asarray(batch[2])
+            weights = weights.reshape(len(x), -1).max(axis=1)
+            used = (x != 0).any(axis=tuple(range(1, x.ndim)))
+            # Filler rows (no token) weigh 0; every real row weighs.
+            assert (weights[~used] == 0).all() and (weights[used] > 0).all()
+            seen.extend(np.unique(x[x != 0]).tolist())
+            real += int((x != 0).sum())
+            padded += x.size
+        if kind == "chunk":  # a sequence's chunks may share a batch
+            seen = sorted(set(seen))
+        assert sorted(seen) == list(range(1, len(LENGTHS) + 1))
+        statistics = builder.statistics()
+        if kind != "chunk":  # chunks hold a sequence's tokens in pieces
+            assert statistics.padding_efficiency == real / padded
+
+
+@pytest.mark.parametrize("kind", ["bucket", "budget", "stream"])
+def test_pad_to_bucket_with_padded_remainders_feeds_one_shape_per_bucket(kind):
+    builder = PADDED[kind]()
+    dataset = build(builder)
+    shapes = []
+    for epoch in range(3):
+        builder.set_epoch(epoch)
+        shapes.append({tuple(x_of(b).shape) for b in dataset})
+    nonempty = sum(1 for count in builder.bucket_counts if count)
+    assert len(shapes[0]) == nonempty  # one per bucket
+    assert shapes[1] == shapes[2] == shapes[0]  # later epochs add none
+    assert builder.statistics().distinct_shapes == nonempty
+
+
+def test_keep_feeds_a_shape_per_remainder_and_pad_does_not():
+    keep = kerasbatch.BucketBuilder(num_buckets=4, batch_size=8, pad_to_bucket=True)
+    pad = PADDED["bucket"]()
+    build(keep), build(pad)
+    assert keep.statistics().distinct_shapes > pad.statistics().distinct_shapes
+
+
+class ShapeRecorder(keras.Model):
+    """A tiny model that records the shape of every batch it trains on."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = keras.layers.Embedding(64, 4)
+        self.pool = keras.layers.GlobalAveragePooling1D()
+        self.out = keras.layers.Dense(1)
+        self.shapes = []
+
+    def call(self, x):
+        return self.out(self.pool(self.embed(x % 64)))[:, 0]
+
+    def train_step(self, *arguments):
+        self.shapes.append(tuple(arguments[-1][0].shape))
+        return super().train_step(*arguments)
+
+
+def test_model_fit_sees_one_shape_per_bucket_and_none_new_in_later_epochs():
+    builder = PADDED["bucket"]()
+    dataset = build(builder)
+    model = ShapeRecorder()
+    model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
+    model.fit(
+        dataset,
+        epochs=2,
+        verbose=0,
+        callbacks=[kerasbatch.callbacks.EpochReshuffle(builder)],
+    )
+    steps = len(dataset)
+    first, second = set(model.shapes[:steps]), set(model.shapes[steps:])
+    assert len(first) == builder.statistics().distinct_shapes <= 4
+    assert second <= first
+
+
+@pytest.mark.parametrize(
+    "arguments, match",
+    [
+        ({"remainder": "fill"}, "remainder must be one of"),
+        ({"remainder": "pad", "drop_remainder": True}, "contradict"),
+        ({"remainder": "keep", "drop_remainder": True}, "contradict"),
+    ],
+)
+def test_bad_remainder_settings_are_named(arguments, match):
+    with pytest.raises(ValueError, match=match):
+        kerasbatch.BucketBuilder(batch_size=8, **arguments)
+
+
+def test_padded_remainders_need_targets_to_weigh():
+    builder = kerasbatch.PaddedBuilder(batch_size=8, remainder="pad")
+    with pytest.raises(ValueError, match="remainder='pad' fills smaller batches"):
+        builder.build(sequences())
+
+
+def test_remainder_round_trips_through_the_config():
+    for make in PADDED.values():
+        builder = make()
+        config = builder.get_config()
+        assert config["remainder"] == "pad" and not config["drop_remainder"]
+        assert type(builder).from_config(config) == builder
+    dropping = kerasbatch.SortedBuilder(drop_remainder=True)
+    assert dropping.remainder == "drop"
+    assert kerasbatch.SortedBuilder(remainder="drop").drop_remainder
