@@ -150,6 +150,7 @@ def make_plan(
     dropped,
     batch_multiple=1,
     capacities=None,
+    pad_to_multiple=1,
 ):
     """Builds a `BatchPlan` from batches and per-batch cut limits.
 
@@ -167,6 +168,8 @@ def make_plan(
         batch_multiple: rows fed per batch are a multiple of this.
         capacities: int64 rows fed per batch before `batch_multiple`, or
             None (the batch sizes).
+        pad_to_multiple: batch and bucket padded lengths are rounded up to
+            a multiple of this (fixed lengths are kept).
     """
     batch_of_element = np.repeat(
         np.arange(len(batch_splits) - 1), np.diff(batch_splits)
@@ -187,9 +190,11 @@ def make_plan(
         if padding.fixed_length is not None:
             padded[:, column] = padding.fixed_length
         elif padding.length == "bucket":
-            padded[:, column] = bucket_bounds
+            padded[:, column] = round_up(bucket_bounds, pad_to_multiple)
         else:
-            padded[:, column] = _segment_max(kept, batch_splits)
+            padded[:, column] = round_up(
+                _segment_max(kept, batch_splits), pad_to_multiple
+            )
     return BatchPlan(
         epoch=int(epoch),
         indices=indices,

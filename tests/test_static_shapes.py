@@ -180,3 +180,89 @@ def test_remainder_round_trips_through_the_config():
     dropping = kerasbatch.SortedBuilder(drop_remainder=True)
     assert dropping.remainder == "drop"
     assert kerasbatch.SortedBuilder(remainder="drop").drop_remainder
+
+
+MULTIPLE = {
+    "padded": lambda: kerasbatch.PaddedBuilder(batch_size=8, pad_to_multiple=8),
+    "sorted": lambda: kerasbatch.SortedBuilder(batch_size=8, pad_to_multiple=8),
+    "bucket": lambda: kerasbatch.BucketBuilder(
+        num_buckets=4, batch_size=8, pad_to_bucket=True, pad_to_multiple=8
+    ),
+    "budget": lambda: kerasbatch.BucketBuilder(
+        num_buckets=4, max_tokens=200, pad_to_multiple=8
+    ),
+    "chunk": lambda: kerasbatch.ChunkBuilder(None, batch_size=8, pad_to_multiple=8),
+    "window": lambda: kerasbatch.WindowBuilder(8, 8, pad_to_multiple=8),
+    "stream": lambda: kerasbatch.StreamBucketBuilder(
+        boundaries=[10, 20, 30], batch_size=8, buffer_size=16, pad_to_multiple=8
+    ),
+    "stream-bucket": lambda: kerasbatch.StreamBucketBuilder(
+        boundaries=[10, 20, 30],
+        batch_size=8,
+        pad_to_bucket=True,
+        max_length=40,
+        buffer_size=16,
+        pad_to_multiple=8,
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", MULTIPLE)
+def test_pad_to_multiple_rounds_every_padded_length_up(kind):
+    builder = MULTIPLE[kind]()
+    dataset = build(builder)
+    batches = [x_of(b) for b in dataset]
+    lengths = [x.shape[1] for x in batches]
+    assert all(length % 8 == 0 for length in lengths), lengths
+    # No more than needed: the longest element of the batch, rounded up.
+    for x in batches:
+        longest = int((x != 0).sum(axis=1).max())
+        if kind not in ("bucket", "stream-bucket"):
+            assert x.shape[1] == -(-longest // 8) * 8
+    real = sum(int((x != 0).sum()) for x in batches)
+    padded = sum(x.size for x in batches)
+    assert builder.statistics().padding_efficiency == real / padded
+
+
+def test_pad_to_multiple_bounds_the_shapes_of_sorted_batches():
+    plain = kerasbatch.SortedBuilder(batch_size=8, remainder="pad")
+    rounded = kerasbatch.SortedBuilder(batch_size=8, remainder="pad", pad_to_multiple=8)
+    plain.adapt(LENGTHS), rounded.adapt(LENGTHS)
+    assert rounded.statistics().distinct_shapes <= 40 // 8
+    assert rounded.statistics().distinct_shapes < plain.statistics().distinct_shapes
+
+
+def test_a_token_budget_counts_the_rounded_length():
+    builder = MULTIPLE["budget"]()
+    builder.adapt(LENGTHS)
+    for size, length in zip(
+        builder.resolved_batch_sizes, builder.bucket_lengths, strict=True
+    ):
+        assert length % 8 == 0 and size * length <= 200
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: kerasbatch.SortedBuilder(pad_to_multiple=0), "positive int"),
+        (lambda: kerasbatch.SortedBuilder(pad_to_multiple=2.5), "positive int"),
+        (
+            lambda: kerasbatch.PackedBuilder(50, pad_to_multiple=8),
+            "sequence_length=50 long, which is not a multiple",
+        ),
+    ],
+)
+def test_bad_pad_to_multiple_settings_are_named(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_a_fixed_length_that_is_not_a_multiple_is_named():
+    builder = kerasbatch.SortedBuilder(
+        padding=kerasbatch.Padding(length=44), pad_to_multiple=8
+    )
+    with pytest.raises(ValueError, match="'x' is padded to the fixed length 44"):
+        builder.build(sequences())
+    chunks = kerasbatch.ChunkBuilder(16, context=(2, 1), pad_to_multiple=8)
+    with pytest.raises(ValueError, match="fixed length 19"):
+        chunks.build(sequences())

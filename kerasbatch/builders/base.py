@@ -89,6 +89,8 @@ class SharedSettings(Configurable):
         overflow: `"error"`, `"truncate"` or `"drop"`.
         batch_multiple: feed every batch with a multiple of this many rows;
             see `kerasbatch.builders.Builder`.
+        pad_to_multiple: pad every sequence component to a multiple of this
+            length; see `kerasbatch.builders.Builder`.
         prefetch: `"auto"`, an int, or 0 / None.
     """
 
@@ -103,6 +105,7 @@ class SharedSettings(Configurable):
         max_length=None,
         overflow="error",
         batch_multiple=1,
+        pad_to_multiple=1,
         prefetch="auto",
     ):
         self.shuffle = _bool(shuffle, "shuffle")
@@ -126,6 +129,11 @@ class SharedSettings(Configurable):
                 f"batch_multiple must be a positive int, got {batch_multiple!r}."
             )
         self.batch_multiple = int(batch_multiple)
+        if not _is_int(pad_to_multiple) or pad_to_multiple <= 0:
+            raise ValueError(
+                f"pad_to_multiple must be a positive int, got {pad_to_multiple!r}."
+            )
+        self.pad_to_multiple = int(pad_to_multiple)
         if not (prefetch in ("auto", None) or (_is_int(prefetch) and prefetch >= 0)):
             raise ValueError(
                 f"prefetch must be 'auto', None or an int >= 0, got {prefetch!r}."
@@ -150,6 +158,7 @@ class SharedSettings(Configurable):
             "max_length": self.max_length,
             "overflow": self.overflow,
             "batch_multiple": self.batch_multiple,
+            "pad_to_multiple": self.pad_to_multiple,
             "prefetch": self.prefetch,
         }
 
@@ -494,7 +503,21 @@ class SharedSettings(Configurable):
         parsed = self._parsed_padding
         if data.lengths_only and isinstance(parsed, dict):
             parsed = {name: p for name, p in parsed.items() if name in names}
-        return padding_lib.resolve_padding(parsed, names, default_length)
+        paddings = padding_lib.resolve_padding(parsed, names, default_length)
+        self._check_multiple_of_fixed(paddings)
+        return paddings
+
+    def _check_multiple_of_fixed(self, paddings):
+        """A fixed padding length must be a multiple of `pad_to_multiple`."""
+        for name, padding in paddings.items():
+            fixed = padding.fixed_length
+            if fixed is not None and fixed % self.pad_to_multiple:
+                raise ValueError(
+                    f"Component {name!r} is padded to the fixed length {fixed}, "
+                    f"which is not a multiple of pad_to_multiple="
+                    f"{self.pad_to_multiple}. Give a fixed length that is, or "
+                    "leave the length to the batch or bucket."
+                )
 
     # --------------------------------------------------------------- overflow
     def _apply_overflow(self, lengths):
@@ -894,6 +917,10 @@ class Builder(PlannedBuilder):
         output_mask: emit the padding mask of the per-frame targets as
             `sample_weight` (1.0 real, 0.0 padding; shape `(batch, time)`),
             multiplied by any `sample_weight` given, for masked losses.
+        pad_to_multiple: pad every sequence component to a multiple of this
+            length (e.g. 8 for tensor cores): the batch's or bucket's padded
+            length rounded up, so an epoch also feeds fewer distinct shapes.
+            A fixed padding length must be a multiple of it.
         batch_multiple: feed every batch with a multiple of this many rows,
             e.g. the number of devices of `keras.distribution.DataParallel`
             (JAX), which splits every batch evenly across them. A smaller
@@ -953,6 +980,7 @@ class Builder(PlannedBuilder):
         output_lengths=False,
         output_mask=False,
         batch_multiple=1,
+        pad_to_multiple=1,
         prefetch="auto",
     ):
         self.batch_size = _optional_positive_int(batch_size, "batch_size")
@@ -967,6 +995,7 @@ class Builder(PlannedBuilder):
             max_length=max_length,
             overflow=overflow,
             batch_multiple=batch_multiple,
+            pad_to_multiple=pad_to_multiple,
             prefetch=prefetch,
         )
         self.output_lengths = _bool(output_lengths, "output_lengths")
@@ -1097,6 +1126,7 @@ class Builder(PlannedBuilder):
             dropped=prepared.policy_dropped + self._num_left_out(indices),
             batch_multiple=self.batch_multiple,
             capacities=capacities,
+            pad_to_multiple=self.pad_to_multiple,
         )
 
     def _running_positions(self, num_batches):
@@ -1149,6 +1179,7 @@ class Builder(PlannedBuilder):
             component_lengths=prepared.component_lengths,
             paddings=prepared.paddings,
             dropped=0,
+            pad_to_multiple=self.pad_to_multiple,
         )
         if self._probe_function is None:
             self._probe_function = self._batch_function(None)
@@ -1207,13 +1238,15 @@ class Builder(PlannedBuilder):
                 length = tf.fill(
                     tf.shape(first), tf.constant(padding.fixed_length, tf.int64)
                 )
-            elif padding.length == "bucket":
-                length = _take(tensors.bounds, first)
             else:
-                kept = tf.minimum(
-                    _take(lengths, tf.maximum(rows, 0)), batch_limits[:, None]
-                )
-                length = tf.reduce_max(tf.where(valid, kept, 0), axis=1)
+                if padding.length == "bucket":
+                    length = _take(tensors.bounds, first)
+                else:
+                    kept = tf.minimum(
+                        _take(lengths, tf.maximum(rows, 0)), batch_limits[:, None]
+                    )
+                    length = tf.reduce_max(tf.where(valid, kept, 0), axis=1)
+                length = plan_lib.round_up(length, self.pad_to_multiple)
             padded.append(length[:, None])
         return BatchArguments(
             indices=rows,

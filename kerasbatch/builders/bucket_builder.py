@@ -10,6 +10,7 @@ from kerasbatch import orders
 from kerasbatch.buckets import Buckets
 from kerasbatch.builders.base import Builder, _bool, _optional_positive_int
 from kerasbatch.builders.prepared import Prepared
+from kerasbatch.plan import round_up
 
 AUTO = "auto"
 
@@ -149,8 +150,7 @@ class BucketSettings:
             return [self.batch_size] * num_buckets
         return [budget_batch_size(bucket) for bucket in range(num_buckets)]
 
-    @staticmethod
-    def _longest_padding_of(paddings, bound, longest_kept):
+    def _longest_padding_of(self, paddings, bound, longest_kept):
         """The longest padded length (any component) of a batch of a bucket.
 
         Args:
@@ -162,11 +162,12 @@ class BucketSettings:
         padded = 0
         for name, padding in paddings.items():
             if padding.fixed_length is not None:
-                padded = max(padded, padding.fixed_length)
+                length = padding.fixed_length
             elif padding.length == "bucket":
-                padded = max(padded, int(bound))
+                length = round_up(int(bound), self.pad_to_multiple)
             else:
-                padded = max(padded, int(longest_kept(name)))
+                length = round_up(int(longest_kept(name)), self.pad_to_multiple)
+            padded = max(padded, length)
         return padded
 
     def _budget_size(self, bucket, padded, count=None, longest=None):

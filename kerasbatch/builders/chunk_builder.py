@@ -76,6 +76,7 @@ class ChunkBuilder(PaddedBuilder):
             `"<name>_length"` (a chunk of x: its frames plus its context).
         output_mask: emit the padding mask of the per-frame targets as
             `sample_weight` (1.0 for the chunk's frames, 0.0 for padding).
+        batch_multiple, pad_to_multiple: as in `kerasbatch.builders.Builder`.
         prefetch: batches to prefetch: `"auto"`, an int, or 0 / None.
 
     Example:
@@ -117,6 +118,7 @@ class ChunkBuilder(PaddedBuilder):
         output_lengths=False,
         output_mask=False,
         batch_multiple=1,
+        pad_to_multiple=1,
         prefetch="auto",
     ):
         self.chunk_size = _optional_positive_int(chunk_size, "chunk_size")
@@ -159,6 +161,7 @@ class ChunkBuilder(PaddedBuilder):
             output_lengths=output_lengths,
             output_mask=output_mask,
             batch_multiple=batch_multiple,
+            pad_to_multiple=pad_to_multiple,
             prefetch=prefetch,
         )
 
@@ -355,6 +358,7 @@ class ChunkBuilder(PaddedBuilder):
                     "give only a value."
                 )
             paddings[name] = Padding(value=padding.value, length=window)
+        self._check_multiple_of_fixed(paddings)
         return prepared.extended(
             ChunkPrepared,
             candidates=candidates[long_enough],

@@ -85,6 +85,7 @@ class PackedBuilder(PlannedBuilder):
             `"error"` (raise, naming the element and its length),
             `"truncate"` (cut to `max_length`) or `"drop"` (leave out);
             truncated and dropped elements are counted in `statistics()`.
+        batch_multiple, pad_to_multiple: as in `kerasbatch.builders.Builder`.
         prefetch: batches to prefetch: `"auto"`, an int, or 0 / None.
 
     Example:
@@ -132,6 +133,7 @@ class PackedBuilder(PlannedBuilder):
         max_length=None,
         overflow="error",
         batch_multiple=1,
+        pad_to_multiple=1,
         prefetch="auto",
     ):
         if sequence_length is None:
@@ -157,8 +159,15 @@ class PackedBuilder(PlannedBuilder):
             max_length=max_length,
             overflow=overflow,
             batch_multiple=batch_multiple,
+            pad_to_multiple=pad_to_multiple,
             prefetch=prefetch,
         )
+        if self.sequence_length % self.pad_to_multiple:
+            raise ValueError(
+                f"Packed rows are sequence_length={self.sequence_length} long, "
+                f"which is not a multiple of pad_to_multiple="
+                f"{self.pad_to_multiple}: give a sequence_length that is."
+            )
         if self.max_length > self.sequence_length:
             raise ValueError(
                 f"max_length={self.max_length} is longer than the packed rows "

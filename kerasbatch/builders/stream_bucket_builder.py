@@ -129,6 +129,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             `"<name>_length"` int32 entries, as in `kerasbatch.builders.Builder`.
         output_mask: emit the padding mask of the per-frame targets as
             `sample_weight`, times any weights given, for masked losses.
+        batch_multiple, pad_to_multiple: as in `kerasbatch.builders.Builder`.
         prefetch: batches to prefetch: `"auto"`, an int, or 0 / None.
 
     After `build`, `resolved_boundaries`, `resolved_batch_sizes`,
@@ -177,6 +178,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         output_lengths=False,
         output_mask=False,
         batch_multiple=1,
+        pad_to_multiple=1,
         prefetch="auto",
     ):
         batch_size = self._init_buckets(
@@ -202,6 +204,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             max_length=max_length,
             overflow=overflow,
             batch_multiple=batch_multiple,
+            pad_to_multiple=pad_to_multiple,
             prefetch=prefetch,
         )
         self.output_lengths = _bool(output_lengths, "output_lengths")
@@ -286,6 +289,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             elements.sequence_names,
             self._default_padding_length(),
         )
+        self._check_multiple_of_fixed(paddings)
         cardinality = int(dataset.cardinality())
         num_batches = self._resolve_buckets(elements, paddings, lengths, cardinality)
         self._check_data_parallel(*self._distributed_batch_rows())
@@ -763,6 +767,10 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 length = tf.gather(
                     self._pipeline_constants()["bounds"], rows["bucket"][0]
                 )
+            elif self.pad_to_multiple > 1:
+                length = tf.reduce_max(sequence.row_lengths())
+            if length is not None and padding.fixed_length is None:
+                length = plan_lib.round_up(length, self.pad_to_multiple)
             shape = None
             if length is not None:
                 trailing = [-1 if d is None else d for d in spec.shape.as_list()[1:]]

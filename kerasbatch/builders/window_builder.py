@@ -59,7 +59,8 @@ class WindowBuilder(Builder):
             `"padded"` (sequences, sparse) or `"dense"` (per-example).
         shuffle: take the windows in a new order every epoch.
         seed: int seed; epoch k's order depends only on `(seed, k)`.
-        max_length, overflow, prefetch: as in `kerasbatch.builders.Builder`
+        max_length, overflow, batch_multiple, pad_to_multiple, prefetch: as
+            in `kerasbatch.builders.Builder`
             (elements are cut or dropped before windowing).
 
     Example:
@@ -100,6 +101,7 @@ class WindowBuilder(Builder):
         max_length=None,
         overflow="error",
         batch_multiple=1,
+        pad_to_multiple=1,
         prefetch="auto",
     ):
         self.size, self.shift, self.stride = _window_arguments(size, shift, stride)
@@ -113,6 +115,7 @@ class WindowBuilder(Builder):
             max_length=max_length,
             overflow=overflow,
             batch_multiple=batch_multiple,
+            pad_to_multiple=pad_to_multiple,
             prefetch=prefetch,
         )
         self.reducers = _parse_reducers(reducers)
@@ -237,6 +240,7 @@ class WindowBuilder(Builder):
             window_splits=splits,
             num_unwindowed=len(candidates) - len(np.unique(positions)),
         )
+        self._check_multiple_of_fixed(prepared.paddings)
         for component in batched:
             if isinstance(reducers[component.name], reducers_lib.DenseBatch):
                 self._check_one_shape(prepared, component)
