@@ -260,6 +260,13 @@ class PackedPlan:
         component; filler rows are padding)."""
         return self.batch_rows * self.sequence_length
 
+    def shapes(self):
+        """The distinct `(rows, sequence_length of every component)` the
+        epoch feeds, sorted (as `kerasbatch.plan.BatchPlan.shapes`)."""
+        rows = np.unique(self.batch_rows)
+        lengths = np.full((len(rows), len(self.component_names)), self.sequence_length)
+        return np.column_stack([rows, lengths]).astype(np.int64)
+
     def statistics(self):
         """The epoch's `kerasbatch.PlanStatistics`."""
         padded = self.padded_positions.sum()
@@ -269,7 +276,7 @@ class PackedPlan:
             num_elements=len(self.indices),
             padding_efficiency=efficiency,
             component_efficiency=dict.fromkeys(self.component_names, efficiency),
-            distinct_shapes=len(np.unique(self.batch_rows)),
+            distinct_shapes=len(self.shapes()),
             dropped=self.dropped,
             truncated=self.truncated,
             truncated_positions=self.truncated_positions,

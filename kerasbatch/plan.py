@@ -120,10 +120,15 @@ class BatchPlan:
         padded = np.cumsum(self.padded_positions().sum(axis=1))
         return real / np.maximum(padded, 1)
 
+    def shapes(self):
+        """The distinct `(rows, padded length of every sequence component)`
+        the epoch feeds, sorted: int64 `(shapes, 1 + components)`."""
+        table = np.column_stack([self.batch_rows, self.padded_lengths])
+        return np.unique(table, axis=0) if len(table) else table
+
     def statistics(self):
         real = self.real_positions.sum(axis=0)
         padded = self.padded_positions().sum(axis=0)
-        shapes = np.column_stack([self.batch_rows, self.padded_lengths])
         return PlanStatistics(
             num_batches=self.num_batches,
             num_elements=len(self.indices),
@@ -132,7 +137,7 @@ class BatchPlan:
                 name: _ratio(r, p)
                 for name, r, p in zip(self.component_names, real, padded, strict=True)
             },
-            distinct_shapes=len(np.unique(shapes, axis=0)) if len(shapes) else 0,
+            distinct_shapes=len(self.shapes()),
             dropped=self.dropped,
             truncated=self.truncated,
             truncated_positions=self.truncated_positions,

@@ -266,3 +266,23 @@ def test_a_fixed_length_that_is_not_a_multiple_is_named():
     chunks = kerasbatch.ChunkBuilder(16, context=(2, 1), pad_to_multiple=8)
     with pytest.raises(ValueError, match="fixed length 19"):
         chunks.build(sequences())
+
+
+@pytest.mark.parametrize("kind", [k for k in PADDED if k != "stream"])
+def test_batch_shapes_are_the_shapes_an_epoch_feeds(kind):
+    builder = PADDED[kind]()
+    dataset = build(builder)
+    for epoch in range(2):
+        builder.set_epoch(epoch)
+        fed = {tuple(x_of(b).shape) for b in dataset}
+        predicted = {shape["x"] for shape in builder.batch_shapes(epoch)}
+        assert predicted == fed
+
+
+def test_batch_shapes_name_every_sequence_component_with_its_trailing_axes():
+    builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+    builder.build([np.ones((n, 3)) for n in (1, 2, 5)], [np.ones(n) for n in (1, 2, 5)])
+    assert builder.batch_shapes() == [
+        {"x": (1, 5, 3), "y": (1, 5)},
+        {"x": (2, 2, 3), "y": (2, 2)},
+    ]

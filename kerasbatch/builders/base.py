@@ -669,6 +669,49 @@ class PlannedBuilder(SharedSettings):
     def _statistics(self, epoch):
         return self.plan(epoch).statistics()
 
+    def batch_shapes(self, epoch=None, dataset=None):
+        """Every distinct shape `epoch` feeds the model, before it runs.
+
+        What XLA (`jit_compile`, the JAX backend) compiles once each. With
+        `pad_to_bucket` and `remainder="pad"`, one per bucket, the same
+        every epoch.
+
+        Args:
+            epoch: as for `plan` (default: the epoch last started, or next).
+            dataset: as for `plan`.
+
+        Returns:
+            A sorted list with one dict per distinct shape, mapping every
+            sequence component to its shape: `(rows, padded length,
+            *trailing dimensions)`.
+
+        Example:
+
+        >>> import numpy as np
+        >>> import kerasbatch
+        >>> builder = kerasbatch.BucketBuilder(
+        ...     boundaries=[4], batch_size=2, pad_to_bucket=True,
+        ...     remainder="pad", max_length=8)
+        >>> builder.adapt(np.array([1, 2, 3, 5, 6]))
+        >>> builder.batch_shapes()
+        [{'x': (2, 3)}, {'x': (2, 8)}]
+        """
+        served = self._serving(dataset)
+        if served is not self:
+            return served.batch_shapes(epoch)
+        self._require_built()
+        plan = self.plan(epoch)
+        trailing = {
+            c.name: c.trailing_shape for c in self._prepared.data.sequence_components
+        }
+        return [
+            {
+                name: (int(row[0]), int(row[1 + column]), *trailing.get(name, ()))
+                for column, name in enumerate(plan.component_names)
+            }
+            for row in plan.shapes()
+        ]
+
     def _distributed_batch_rows(self):
         # The batch sizes of an epoch are fixed by the lengths.
         return self.plan().batch_rows, False
