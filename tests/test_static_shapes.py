@@ -268,7 +268,7 @@ def test_a_fixed_length_that_is_not_a_multiple_is_named():
         chunks.build(sequences())
 
 
-@pytest.mark.parametrize("kind", [k for k in PADDED if k != "stream"])
+@pytest.mark.parametrize("kind", PADDED)
 def test_batch_shapes_are_the_shapes_an_epoch_feeds(kind):
     builder = PADDED[kind]()
     dataset = build(builder)
@@ -286,3 +286,16 @@ def test_batch_shapes_name_every_sequence_component_with_its_trailing_axes():
         {"x": (1, 5, 3), "y": (1, 5)},
         {"x": (2, 2, 3), "y": (2, 2)},
     ]
+
+
+def test_a_stream_says_when_its_shapes_cannot_be_known_ahead():
+    builder = MULTIPLE["stream"]()  # batch-length padding
+    build(builder)
+    with pytest.raises(ValueError, match="pad_to_bucket=True"):
+        builder.batch_shapes()
+    kept = kerasbatch.StreamBucketBuilder(
+        boundaries=[10, 20, 30], batch_size=8, pad_to_bucket=True, max_length=40
+    )
+    dataset = build(kept)
+    fed = {tuple(x_of(b).shape) for b in dataset}
+    assert {shape["x"] for shape in kept.batch_shapes()} == fed

@@ -923,6 +923,76 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         epoch = int(self._counters[_EPOCH].numpy())
         return None if epoch < 0 else epoch
 
+    def batch_shapes(self, epoch=None, dataset=None):
+        """Every distinct shape an epoch feeds the model, before it runs.
+
+        A stream's shapes are known ahead when `build` was given the
+        lengths (so every bucket's count is known) and every sequence
+        component pads to its bucket (`pad_to_bucket`) or a fixed length;
+        they are the same every epoch. Otherwise they depend on which
+        elements meet in a batch: `statistics().distinct_shapes` counts
+        them once an epoch has run.
+
+        Args:
+            epoch: unused (every epoch feeds the same shapes); for the
+                signature of `kerasbatch.builders.Builder.batch_shapes`.
+            dataset: the built dataset (default: the latest).
+
+        Returns:
+            As `kerasbatch.builders.Builder.batch_shapes`.
+
+        Raises:
+            ValueError: the shapes cannot be known before the stream runs.
+        """
+        served = self._serving(dataset)
+        if served is not self:
+            return served.batch_shapes(epoch)
+        self._require_built()
+        lengths = {}
+        for name in self._elements.sequence_names:
+            padding = self._paddings[name]
+            if padding.fixed_length is None and padding.length != padding_lib.BUCKET:
+                lengths[name] = None
+            elif padding.fixed_length is not None:
+                lengths[name] = lambda bucket, fixed=padding.fixed_length: fixed
+            else:
+                lengths[name] = lambda bucket: int(
+                    plan_lib.round_up(
+                        self._buckets.bounds[bucket], self.pad_to_multiple
+                    )
+                )
+        if self.bucket_counts is None or None in lengths.values():
+            raise ValueError(
+                "StreamBucketBuilder knows the batch shapes before the stream "
+                "runs only with lengths given to build() and every sequence "
+                "component padded to its bucket (pad_to_bucket=True) or a fixed "
+                "length; otherwise statistics().distinct_shapes counts them "
+                "once an epoch has run."
+            )
+        trailing = {
+            name: tuple(spec.shape[1:])
+            for name, spec in zip(
+                self._elements.names, self._elements.specs, strict=True
+            )
+        }
+        shapes = set()
+        for bucket, (count, size) in enumerate(
+            zip(self.bucket_counts, self.resolved_batch_sizes, strict=True)
+        ):
+            full, rest = divmod(count, size)
+            fed = [size] * bool(full)
+            if rest and self.remainder != "drop":
+                fed.append(size if self.remainder == "pad" else rest)
+            for rows in fed:
+                rows = int(plan_lib.round_up(rows, self.batch_multiple))
+                shapes.add(
+                    tuple(
+                        (name, (rows, length(bucket), *trailing[name]))
+                        for name, length in lengths.items()
+                    )
+                )
+        return [dict(shape) for shape in sorted(shapes)]
+
     def _statistics(self, epoch):
         """`PlanStatistics` of the batches of the epoch last started.
 
