@@ -299,3 +299,62 @@ def test_a_stream_says_when_its_shapes_cannot_be_known_ahead():
     dataset = build(kept)
     fed = {tuple(x_of(b).shape) for b in dataset}
     assert {shape["x"] for shape in kept.batch_shapes()} == fed
+
+
+def tiny_model(jit_compile):
+    model = keras.Sequential(
+        [
+            keras.layers.Embedding(64, 4),
+            keras.layers.GlobalAveragePooling1D(),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(optimizer="sgd", loss="mse", jit_compile=jit_compile)
+    return model
+
+
+def train_begin(callback, model):
+    callback.set_model(model)
+    callback.on_train_begin()
+
+
+MANY = {  # builders whose epoch feeds more than 16 shapes here
+    "padded": lambda: kerasbatch.PaddedBuilder(batch_size=2),
+    "bucket": lambda: kerasbatch.BucketBuilder(num_buckets=4, batch_size=2),
+    "stream": lambda: kerasbatch.StreamBucketBuilder(
+        boundaries=[10, 20, 30], batch_size=2, buffer_size=16
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", MANY)
+@pytest.mark.parametrize(
+    "make_callback",
+    [
+        kerasbatch.callbacks.EpochReshuffle,
+        kerasbatch.callbacks.PaddingEfficiency,
+    ],
+)
+def test_a_jit_compiled_model_meeting_many_shapes_gets_the_fix(kind, make_callback):
+    builder = MANY[kind]()
+    dataset = build(builder)  # in use, as during model.fit
+    with pytest.warns(UserWarning, match="compiles once per batch shape") as caught:
+        train_begin(make_callback(builder), tiny_model(jit_compile=True))
+    fix = (
+        "pad_to_bucket=True, remainder='pad'"
+        if kind != "padded"
+        else ("pad_to_multiple")
+    )
+    assert fix in str(caught[0].message)
+    del dataset
+
+
+def test_bounded_shapes_or_no_xla_give_no_warning(recwarn):
+    bounded = PADDED["bucket"]()
+    datasets = [build(bounded)]
+    train_begin(kerasbatch.callbacks.EpochReshuffle(bounded), tiny_model(True))
+    many = MANY["padded"]()
+    datasets.append(build(many))
+    train_begin(kerasbatch.callbacks.EpochReshuffle(many), tiny_model(False))
+    assert not [w for w in recwarn if "compiles once" in str(w.message)]
+    assert all(len(d) for d in datasets)

@@ -2,6 +2,8 @@
 
 import keras
 
+from kerasbatch.callbacks.compile_shapes import warn_if_many_shapes
+
 
 class EpochReshuffle(keras.callbacks.Callback):
     """Sets the builder's epoch at the start of every `model.fit` epoch.
@@ -43,6 +45,9 @@ class EpochReshuffle(keras.callbacks.Callback):
     def __init__(self, builder):
         super().__init__()
         self.builder = builder
+
+    def on_train_begin(self, logs=None):
+        warn_if_many_shapes(self.model, self.builder)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.builder.set_epoch(epoch)

@@ -1,0 +1,69 @@
+"""A warning when a model that XLA compiles per batch shape meets many shapes.
+
+Under `jit_compile=True` (or `"auto"` on a GPU) and on the JAX backend, every
+distinct batch shape costs one XLA compilation, often seconds on a GPU: a
+first epoch with dozens of shapes is mostly compiling. The callbacks check
+the datasets a builder built against the model at `on_train_begin` and warn
+with the one-line fix.
+"""
+
+import warnings
+
+import keras
+
+from kerasbatch.builders.base import builder_of
+
+#: More distinct shapes per epoch than this (or than a bucket builder's
+#: buckets, if more) is worth a warning.
+MANY_SHAPES = 16
+
+
+def compiles_per_shape(model):
+    """Whether `model` trains with XLA, which compiles once per shape."""
+    if model is None or getattr(model, "run_eagerly", False):
+        return False
+    if keras.backend.backend() == "jax":
+        return True
+    return getattr(model, "jit_compile", False) is True
+
+
+def warn_if_many_shapes(model, builder):
+    """Warns if `model` compiles per shape and a dataset `builder` built
+    feeds more distinct shapes per epoch than `MANY_SHAPES` (or its buckets),
+    or a number that cannot be known before it runs."""
+    if not compiles_per_shape(model):
+        return
+    for dataset in builder.built_datasets():
+        source = builder_of(dataset)
+        try:
+            count = len(source.batch_shapes())
+        except ValueError:  # a stream whose shapes depend on its data
+            count = None
+        buckets = len(getattr(source, "resolved_batch_sizes", None) or ())
+        if count is not None and count <= max(MANY_SHAPES, buckets):
+            continue
+        shapes = "an unbounded number of" if count is None else str(count)
+        warnings.warn(
+            "The model is compiled with XLA (jit_compile, or the JAX "
+            "backend), which compiles once per batch shape, and "
+            f"{type(source).__name__}'s batches have {shapes} distinct shapes "
+            f"per epoch. {_fix(source)}",
+            stacklevel=3,
+        )
+        return
+
+
+def _fix(source):
+    """The one-line fix for `source`'s builder kind."""
+    if hasattr(source, "pad_to_bucket"):
+        return (
+            "Set pad_to_bucket=True, remainder='pad' for one shape per bucket "
+            "(see batch_shapes())."
+        )
+    if hasattr(source, "sequence_length"):
+        return "Set remainder='pad' for one shape."
+    return (
+        "Set pad_to_multiple (e.g. 16) and remainder='pad' to bound them, or "
+        "use BucketBuilder(pad_to_bucket=True, remainder='pad') for one shape "
+        "per bucket (see batch_shapes())."
+    )
