@@ -9,62 +9,59 @@ from kerasbatch.callbacks.fit_datasets import fit_sources
 class PaddingEfficiency(keras.callbacks.Callback):
     """Writes the padding efficiency of the epoch's batches into `logs`.
 
-            The value comes from the builder's `statistics()` and
-            `running_positions()`: for in-memory builders the plan of the running
-            epoch (numpy, computed before the epoch runs), for
-            `kerasbatch.StreamBucketBuilder` counters its pipeline keeps on the CPU.
-            Either way it is exact for a completed epoch and costs no device
-            synchronisation: the callback never reads a model tensor. It shows in
-            the progress bar, `History` and `keras.callbacks.TensorBoard` (list this
-            callback before TensorBoard).
+    The value comes from the builder's `statistics()` and
+    `running_positions()`: for in-memory builders the plan of the running
+    epoch (numpy, computed before the epoch runs), for
+    `kerasbatch.StreamBucketBuilder` counters its pipeline keeps on the CPU.
+    Either way it is exact for a completed epoch and costs no device
+    synchronisation: the callback never reads a model tensor. It shows in
+    the progress bar, `History` and `keras.callbacks.TensorBoard` (list this
+    callback before TensorBoard).
 
-            One builder often builds both the training and the validation data. The
-            callback reports on the dataset `model.fit` trains on: the one given as
-            `dataset`, else the only dataset the builder built that is still in use
-            (besides `validation_data`); if there are several, training starts with
-            an error that asks which. With `validation_data`, it also writes
-            `"val_<name>"`: the exact padding efficiency of the validation pass.
+    One builder often builds both the training and the validation data. The
+    callback reports on the dataset `model.fit` trains on: the one given as
+    `dataset`, else the only dataset the builder built that is still in use
+    (besides `validation_data`); if there are several, training starts with
+    an error that asks which. With `validation_data`, it also writes
+    `"val_<name>"`: the exact padding efficiency of the validation pass.
 
-            Args:
-                builder: the `kerasbatch` builder whose dataset `model.fit` iterates.
-                per_batch: also write the running efficiency (over the epoch's
-                    batches so far) after every training batch (for a streaming
-                    builder, exact unless its pipeline runs 4096 batches ahead).
-                per_component: also write `"<name>_padding_efficiency"` for every
-                    sequence component (x, y, sample weights or dict keys).
-                name: the log key. Defaults to `"padding_efficiency"`.
-                dataset: the dataset `model.fit` trains on, as `builder.build`
-                    returned it. Needed only when the builder built several datasets
-                    still in use.
-                validation_data: the validation dataset given to `model.fit`, as a
-                    builder's `build` returned it (this builder or another), for
-                    `"val_<name>"` (and `"val_<component>_<name>"` with
-                    `per_component`).
+    Args:
+        builder: the `kerasbatch` builder whose dataset `model.fit` iterates.
+        per_batch: also write the running efficiency (over the epoch's
+            batches so far) after every training batch (for a streaming
+            builder, exact unless its pipeline runs 4096 batches ahead).
+        per_component: also write `"<name>_padding_efficiency"` for every
+            sequence component (x, y, sample weights or dict keys).
+        name: the log key. Defaults to `"padding_efficiency"`.
+        dataset: the dataset `model.fit` trains on, as `builder.build`
+            returned it. Needed only when the builder built several datasets
+            still in use.
+        validation_data: the validation dataset given to `model.fit`, as a
+            builder's `build` returned it (this builder or another), for
+            `"val_<name>"` (and `"val_<component>_<name>"` with
+            `per_component`).
 
-            Example:
+    Example:
 
-            >>> import numpy as np
-            >>> import keras
-
-        from kerasbatch.callbacks.compile_shapes import warn_if_many_shapes
-    from kerasbatch.callbacks.fit_datasets import fit_sources
-            >>> import kerasbatch
-            >>> x = [np.ones(n, "int32") for n in (1, 2, 3, 4)]
-            >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
-            >>> train = builder.build(x, y=np.zeros(4))
-            >>> val = builder.build(x[:3], y=np.zeros(3))
-            >>> model = keras.Sequential([
-            ...     keras.layers.Embedding(10, 2),
-            ...     keras.layers.GlobalAveragePooling1D(),
-            ...     keras.layers.Dense(1),
-            ... ])
-            >>> model.compile("sgd", "mse")
-            >>> callback = kerasbatch.callbacks.PaddingEfficiency(
-            ...     builder, validation_data=val)
-            >>> history = model.fit(train, validation_data=val, epochs=1, verbose=0,
-            ...     shuffle=False, callbacks=[callback])
-            >>> history.history["padding_efficiency"], history.history["val_padding_efficiency"]
-            ([0.8333333333333334], [0.8571428571428571])
+    >>> import numpy as np
+    >>> import keras
+    >>> import kerasbatch
+    >>> x = [np.ones(n, "int32") for n in (1, 2, 3, 4)]
+    >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+    >>> train = builder.build(x, y=np.zeros(4))
+    >>> val = builder.build(x[:3], y=np.zeros(3))
+    >>> model = keras.Sequential([
+    ...     keras.layers.Embedding(10, 2),
+    ...     keras.layers.GlobalAveragePooling1D(),
+    ...     keras.layers.Dense(1),
+    ... ])
+    >>> model.compile("sgd", "mse")
+    >>> callback = kerasbatch.callbacks.PaddingEfficiency(
+    ...     builder, validation_data=val)
+    >>> history = model.fit(train, validation_data=val, epochs=1, verbose=0,
+    ...     shuffle=False, callbacks=[callback])
+    >>> history.history["padding_efficiency"], history.history["val_padding_efficiency"]
+    ([0.8333333333333334], [0.8571428571428571])
     """
 
     def __init__(

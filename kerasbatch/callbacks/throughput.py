@@ -10,41 +10,39 @@ from kerasbatch.callbacks.fit_datasets import fit_sources
 class Throughput(keras.callbacks.Callback):
     """Writes the epoch's training throughput, in real positions/s, into `logs`.
 
-        Real positions are the non-padding positions of the epoch's batches (over
-        all sequence components), read from the builder (`running_positions`:
-        its plan, or a streaming builder's counters); padding does not
-        count, so a builder that pads less and trains as fast scores higher. The
-        time runs from the start of the epoch to its end, without the validation
-        pass, and includes tracing and compilation in the first epoch, so a
-        dataset that feeds many distinct shapes pays for them.
+    Real positions are the non-padding positions of the epoch's batches (over
+    all sequence components), read from the builder (`running_positions`:
+    its plan, or a streaming builder's counters); padding does not
+    count, so a builder that pads less and trains as fast scores higher. The
+    time runs from the start of the epoch to its end, without the validation
+    pass, and includes tracing and compilation in the first epoch, so a
+    dataset that feeds many distinct shapes pays for them.
 
-        Args:
-            builder: the `kerasbatch` builder whose dataset `model.fit` iterates.
-            name: the log key. Defaults to `"throughput"`.
-            dataset: the dataset `model.fit` trains on, as `builder.build`
-                returned it. Needed only when the builder built several datasets
-                still in use (as `kerasbatch.callbacks.PaddingEfficiency`).
+    Args:
+        builder: the `kerasbatch` builder whose dataset `model.fit` iterates.
+        name: the log key. Defaults to `"throughput"`.
+        dataset: the dataset `model.fit` trains on, as `builder.build`
+            returned it. Needed only when the builder built several datasets
+            still in use (as `kerasbatch.callbacks.PaddingEfficiency`).
 
-        Example:
+    Example:
 
-        >>> import numpy as np
-        >>> import keras
-
-    from kerasbatch.callbacks.fit_datasets import fit_sources
-        >>> import kerasbatch
-        >>> x = [np.ones(n, "int32") for n in (1, 2, 3, 4)]
-        >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
-        >>> dataset = builder.build(x, y=np.zeros(4))
-        >>> model = keras.Sequential([
-        ...     keras.layers.Embedding(10, 2),
-        ...     keras.layers.GlobalAveragePooling1D(),
-        ...     keras.layers.Dense(1),
-        ... ])
-        >>> model.compile("sgd", "mse")
-        >>> history = model.fit(dataset, epochs=1, verbose=0, shuffle=False,
-        ...     callbacks=[kerasbatch.callbacks.Throughput(builder)])
-        >>> history.history["throughput"][0] > 0
-        True
+    >>> import numpy as np
+    >>> import keras
+    >>> import kerasbatch
+    >>> x = [np.ones(n, "int32") for n in (1, 2, 3, 4)]
+    >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+    >>> dataset = builder.build(x, y=np.zeros(4))
+    >>> model = keras.Sequential([
+    ...     keras.layers.Embedding(10, 2),
+    ...     keras.layers.GlobalAveragePooling1D(),
+    ...     keras.layers.Dense(1),
+    ... ])
+    >>> model.compile("sgd", "mse")
+    >>> history = model.fit(dataset, epochs=1, verbose=0, shuffle=False,
+    ...     callbacks=[kerasbatch.callbacks.Throughput(builder)])
+    >>> history.history["throughput"][0] > 0
+    True
     """
 
     def __init__(self, builder, name="throughput", dataset=None):
