@@ -9,8 +9,6 @@ with the one-line fix.
 
 import warnings
 
-import keras
-
 from kerasbatch.builders.base import builder_of
 
 #: More distinct shapes per epoch than this (or than a bucket builder's
@@ -19,11 +17,11 @@ MANY_SHAPES = 16
 
 
 def compiles_per_shape(model):
-    """Whether `model` trains with XLA, which compiles once per shape."""
+    """Whether `model` trains with XLA, which compiles once per shape
+    (`jit_compile`, whose `"auto"` Keras resolves to True on JAX and on a
+    TensorFlow GPU)."""
     if model is None or getattr(model, "run_eagerly", False):
         return False
-    if keras.backend.backend() == "jax":
-        return True
     return getattr(model, "jit_compile", False) is True
 
 
