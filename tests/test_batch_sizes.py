@@ -288,13 +288,14 @@ def test_device_mode_without_a_gpu_asks_for_a_memory_limit(monkeypatch):
 
 # -------------------------------------------------------------- process memory
 class _StandInAllocator:
-    """Allocator statistics for a process whose allocator keeps none.
+    """Allocator statistics that do not depend on the machine or the process.
 
     Whether TensorFlow's CPU allocator counts its peak depends on the machine
-    (oneDNN's allocator does; others do not), so the `[allocator]` cases
-    would otherwise take the resident-peak path there. The stand-in reports
-    the growth of resident memory since the last reset, as the allocator's
-    peak would, so `ProcessMemoryLimit` takes its allocator path everywhere.
+    (oneDNN's allocator does; others do not) and on the process, so the
+    `[allocator]` cases never ask it: the stand-in reports the growth of
+    resident memory since its last reset, as the allocator's peak would,
+    and `ProcessMemoryLimit` takes its allocator path on every machine. The
+    real allocator is checked on its own below.
     """
 
     def __init__(self):
@@ -310,14 +311,13 @@ class _StandInAllocator:
 
 @pytest.fixture(params=[True, False], ids=["allocator", "resident"])
 def measurement(request, monkeypatch):
-    """Allocator statistics (real where the allocator keeps them, else a
-    stand-in), or the resident-memory fallback."""
-    if not request.param:
-        monkeypatch.setattr(batch_sizes_lib, "_reset_allocator_peak", lambda: False)
-    elif not batch_sizes_lib._reset_allocator_peak():
+    """Allocator statistics (a stand-in), or the resident-memory fallback."""
+    if request.param:
         allocator = _StandInAllocator()
         monkeypatch.setattr(batch_sizes_lib, "_reset_allocator_peak", allocator.reset)
         monkeypatch.setattr(batch_sizes_lib, "_allocator_peak", allocator.peak)
+    else:
+        monkeypatch.setattr(batch_sizes_lib, "_reset_allocator_peak", lambda: False)
     return request.param
 
 
@@ -327,6 +327,30 @@ def test_the_allocator_case_measures_with_allocator_statistics(measurement):
     limit = ProcessMemoryLimit(2**40)
     limit.start()
     assert limit._pooled is measurement
+
+
+def test_the_machines_own_allocator_decides_the_path():
+    # No stand-in: where this process's allocator keeps statistics, a search
+    # measures with them; where it keeps none, it falls back to the resident
+    # peak. Either way a cap far above the process fits every probe.
+    limit = ProcessMemoryLimit(batch_sizes_lib._process_memory("VmRSS") + 2**31)
+    keeps_statistics = batch_sizes_lib._reset_allocator_peak()
+    limit.start()
+    assert limit._pooled is keeps_statistics
+    if keeps_statistics:
+        assert batch_sizes_lib._allocator_peak() >= 0
+    assert search(limit, max_batch_size=8).batch_sizes == (7, 7, 7, 7)
+
+
+def test_allocator_statistics_that_vanish_after_start_are_a_clear_error(monkeypatch):
+    allocator = _StandInAllocator()
+    monkeypatch.setattr(batch_sizes_lib, "_reset_allocator_peak", allocator.reset)
+    monkeypatch.setattr(batch_sizes_lib, "_allocator_peak", allocator.peak)
+    limit = ProcessMemoryLimit(2**40)
+    limit.start()
+    monkeypatch.setattr(batch_sizes_lib, "_reset_allocator_peak", lambda: False)
+    with pytest.raises(RuntimeError, match="allocator statistics.*no longer"):
+        limit.fits(lambda: None, 1, 10)
 
 
 def test_process_memory_limit_with_room_fits_every_probe(measurement):

@@ -174,7 +174,12 @@ class ProcessMemoryLimit(MemoryLimit):
 
     def fits(self, step, batch_size, length):
         if self._pooled:
-            _reset_allocator_peak()
+            if not _reset_allocator_peak():
+                raise RuntimeError(
+                    "ProcessMemoryLimit measured with TensorFlow's CPU allocator "
+                    "statistics at start(), but this process keeps them no "
+                    "longer: call start() again, or use PositionBudget."
+                )
             step()
             peak = self._baseline + _allocator_peak()
         else:
