@@ -40,6 +40,7 @@ WITH_EXAMPLES = {
     "kerasbatch.outputs",
     "kerasbatch.tuner.batch_sizes",
     "kerasbatch.tuner.bucket_tuner",
+    "kerasbatch.tuner.compile_cost",
     "kerasbatch.tuner.hypermodel",
     "kerasbatch.tuner.objectives",
     "kerasbatch.tuner.plotting",

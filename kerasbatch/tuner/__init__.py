@@ -9,6 +9,7 @@ from kerasbatch.tuner.batch_sizes import (
     find_bucket_batch_sizes,
 )
 from kerasbatch.tuner.bucket_tuner import BucketTuner
+from kerasbatch.tuner.compile_cost import CompileCost, TrainingTime
 from kerasbatch.tuner.hypermodel import BucketHyperModel
 from kerasbatch.tuner.plotting import plot_trials
 from kerasbatch.tuner.search_space import BucketSearchSpace
@@ -18,9 +19,11 @@ __all__ = [
     "BucketHyperModel",
     "BucketSearchSpace",
     "BucketTuner",
+    "CompileCost",
     "MemoryLimit",
     "PositionBudget",
     "ProcessMemoryLimit",
+    "TrainingTime",
     "find_bucket_batch_sizes",
     "objectives",
     "plot_trials",

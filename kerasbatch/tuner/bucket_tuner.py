@@ -9,6 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from kerasbatch import sources
 from kerasbatch.tuner import objectives
+from kerasbatch.tuner.compile_cost import CompileCost
 from kerasbatch.tuner.hypermodel import BucketHyperModel
 
 #: Oracles by name; any other keras-tuner Oracle class or instance works too.
@@ -33,6 +34,11 @@ class BucketTuner(keras_tuner.Tuner):
       `throughput_steps` training steps of a fresh model from `hypermodel` on
       the candidate's batches, timed with tracing and compilation, so
       candidates that feed many distinct shapes pay for them.
+    - `"training_time"` (min): the seconds a training run of the candidate's
+      batches is estimated to take by `cost`, a `CompileCost`: its epochs'
+      padded positions and steps, plus a compile for every distinct shape
+      they feed. No training: the trade-off of padding against compiles
+      moves with the run's length (few epochs favour few shapes).
     - any metric of a full `model.fit` (`"val_loss"`, `"accuracy"`, or a
       `keras_tuner.Objective`): trains with the `fit` arguments given to
       `search` (Hyperband sets the epochs).
@@ -41,7 +47,11 @@ class BucketTuner(keras_tuner.Tuner):
     `padding_efficiency` always, `throughput` whenever it trains (also with
     the efficiency objective when a `hypermodel` is given), the model's
     metrics with a metric objective, and with a plan objective also
-    `distinct_shapes` and `truncated_fraction` (positions cut by truncation).
+    `distinct_shapes` and `truncated_fraction` (positions cut by truncation),
+    and, when a `cost` is given, the figures of its estimate
+    (`training_time`, `step_time`, `compile_time`, `compiled_shapes`,
+    `padded_positions`, `batches`; with a metric objective, as constant
+    per-epoch values beside the model's metrics).
     A configuration the builder rejects (e.g. a token budget too small for a
     bucket) is recorded as a failed trial and the search goes on; keras-tuner
     stops after `max_consecutive_failed_trials` failures in a row.
@@ -55,8 +65,9 @@ class BucketTuner(keras_tuner.Tuner):
             `keras_tuner.HyperModel`, or a `BucketHyperModel` (which then
             brings its own `search_space` and `builder`). Needed by every
             objective but `"padding_efficiency"`.
-        objective: `"padding_efficiency"`, `"throughput"`, a metric name, or
-            a `keras_tuner.Objective`. Ignored when `oracle` is an instance.
+        objective: `"padding_efficiency"`, `"throughput"`, `"training_time"`,
+            a metric name, or a `keras_tuner.Objective`. Ignored when `oracle`
+            is an instance.
         oracle: `"bayesian"` (the default: on the reference workloads its
             20-trial searches found the grid's best in 20 of 20 runs, random
             search in 15), `"random"`, `"grid"`, `"hyperband"`, a
@@ -67,6 +78,10 @@ class BucketTuner(keras_tuner.Tuner):
         builder: a `BucketBuilder` template for the settings not searched
             (`padding`, `max_length`, `overflow`, `output_mask`, `seed`, ...).
         throughput_steps: training steps timed per trial for `throughput`.
+        cost: a `CompileCost` (seconds per padded position, per step and per
+            compiled shape, and the run's epochs): needed by
+            `"training_time"`; with another objective its figures are
+            recorded too.
         seed: the oracle's random seed, a positive int (keras-tuner's
             oracles take 0 for "no seed"), or None for a random one.
         oracle_kwargs: further arguments of the oracle class
@@ -103,6 +118,7 @@ class BucketTuner(keras_tuner.Tuner):
         throughput_steps=32,
         seed=None,
         oracle_kwargs=None,
+        cost=None,
         **kwargs,
     ):
         if isinstance(hypermodel, BucketHyperModel):
@@ -131,11 +147,25 @@ class BucketTuner(keras_tuner.Tuner):
                 "trains no epochs; use a metric objective such as 'val_loss', "
                 "or another oracle."
             )
+        if cost is not None and not isinstance(cost, CompileCost):
+            raise TypeError(
+                "cost must be a kerasbatch.tuner.CompileCost, got "
+                f"{type(cost).__name__}."
+            )
+        if objective.name == objectives.TRAINING_TIME and cost is None:
+            raise ValueError(
+                "The objective 'training_time' is estimated from a cost: pass "
+                "cost=kerasbatch.tuner.CompileCost(seconds_per_shape=..., "
+                "seconds_per_position=..., epochs=...), or one measured by "
+                "CompileCost.measure(model, x, y, ...)."
+            )
         if not isinstance(throughput_steps, int) or throughput_steps < 1:
             raise ValueError(
                 f"throughput_steps must be a positive int, got {throughput_steps!r}."
             )
         self.throughput_steps = throughput_steps
+        #: The `CompileCost` of `"training_time"`, or None.
+        self.cost = cost
         #: Element lengths of the last `search` (for `plot_trials`).
         self.lengths = None
         super().__init__(oracle=oracle, hypermodel=hypermodel, **kwargs)
@@ -218,10 +248,17 @@ class BucketTuner(keras_tuner.Tuner):
             if "tuner/epochs" in hp.values:  # Hyperband's budget for this trial
                 fit_kwargs["epochs"] = hp.values["tuner/epochs"]
                 fit_kwargs["initial_epoch"] = hp.values["tuner/initial_epoch"]
+            figures = {}
+            if self.cost is not None:
+                figures = self.cost.estimate(self._trial_builder(hp, data)).figures()
             histories = super().run_trial(
                 trial, data, validation_data=validation_data, **fit_kwargs
             )
             _check_logged(objective, histories)
+            for history in histories:  # recorded beside the model's metrics
+                epochs = len(history.history[objective.name])
+                for name, value in figures.items():
+                    history.history[name] = [value] * epochs
             return histories
         builder = self._trial_builder(hp, data)
         statistics = builder.statistics(epoch=0)
@@ -231,6 +268,8 @@ class BucketTuner(keras_tuner.Tuner):
             "distinct_shapes": float(statistics.distinct_shapes),
             "truncated_fraction": float(statistics.truncated_positions / max(total, 1)),
         }
+        if self.cost is not None:
+            results.update(self.cost.estimate(builder).figures())
         if self.hypermodel.build_model is not None:
             results[objectives.THROUGHPUT] = self._measure_throughput(hp, builder, data)
         return results
