@@ -31,6 +31,7 @@ WITH_EXAMPLES = {
     "kerasbatch.callbacks.epoch_reshuffle",
     "kerasbatch.callbacks.padding_efficiency",
     "kerasbatch.callbacks.throughput",
+    "kerasbatch.callbacks.warm_up",
     "kerasbatch.chunking",
     "kerasbatch.config",
     "kerasbatch.io.manifest",

@@ -3,5 +3,6 @@
 from kerasbatch.callbacks.epoch_reshuffle import EpochReshuffle
 from kerasbatch.callbacks.padding_efficiency import PaddingEfficiency
 from kerasbatch.callbacks.throughput import Throughput
+from kerasbatch.callbacks.warm_up import WarmUp
 
-__all__ = ["EpochReshuffle", "PaddingEfficiency", "Throughput"]
+__all__ = ["EpochReshuffle", "PaddingEfficiency", "Throughput", "WarmUp"]
