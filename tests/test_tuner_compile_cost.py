@@ -210,6 +210,18 @@ def test_the_optimum_moves_with_the_length_of_the_run(tmp_path):
     assert long_trial.score == pytest.approx(60.1376, rel=1e-9)
     assert short_trial.metrics.get_last_value("compiled_shapes") == 2
     assert long_trial.metrics.get_last_value("compiled_shapes") == 8
+    # Each run's optimum is the worse choice for the other run.
+    for builder in (short, long):
+        builder.adapt(LENGTHS)
+    seconds = {
+        (name, epochs): CompileCost(1.0, 3e-6, epochs=epochs)
+        .estimate(builder)
+        .training_time
+        for name, builder in (("short", short), ("long", long))
+        for epochs in (3, 100)
+    }
+    assert seconds["long", 3] == pytest.approx(9.564128, rel=1e-9)
+    assert seconds["short", 100] == pytest.approx(87.68, rel=1e-9)
 
 
 def test_other_objectives_record_the_estimate_too(tmp_path):

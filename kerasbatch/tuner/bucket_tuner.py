@@ -105,6 +105,26 @@ class BucketTuner(keras_tuner.Tuner):
     ('uniform', 64)
     >>> round(float(tuner.oracle.get_best_trials()[0].score), 3)
     0.957
+
+    With `"training_time"`, a 3-epoch fine-tune and a 100-epoch run at one
+    second per compiled shape pick different numbers of buckets:
+
+    >>> space = kerasbatch.tuner.BucketSearchSpace(
+    ...     num_buckets=(2, 4, 8, 16), boundaries=("optimal",),
+    ...     pad_to_bucket=(True,))
+    >>> for epochs in (3, 100):
+    ...     cost = kerasbatch.tuner.CompileCost(
+    ...         seconds_per_shape=1.0, seconds_per_position=1e-6, epochs=epochs)
+    ...     tuner = kerasbatch.tuner.BucketTuner(
+    ...         objective="training_time", cost=cost, oracle="grid",
+    ...         max_trials=None, search_space=space,
+    ...         builder=kerasbatch.BucketBuilder(remainder="pad"),
+    ...         overwrite=True, directory=tempfile.mkdtemp(), project_name="cost")
+    ...     tuner.search(lengths=lengths, verbose=0)
+    ...     best = tuner.oracle.get_best_trials()[0]
+    ...     print(epochs, tuner.get_best_builder().num_buckets, round(best.score, 2))
+    3 2 6.48
+    100 8 87.71
     """
 
     def __init__(
