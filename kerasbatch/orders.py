@@ -146,8 +146,10 @@ class EpochOrder:
                 order, as sorted batching does).
             batch_sizes: batch size of every group, or one for all.
             remainder: each group's last, smaller batch: `"keep"`, `"drop"`
-                (leave it out) or `"pad"` (feed it with the group's batch
-                size, the rows past its units filler).
+                (leave it out), `"pad"` (feed it with the group's batch
+                size, the rows past its units filler) or `"even"` (cut the
+                group into its number of batches of equal capacity, at most
+                the batch size: fewer than one filler row per batch).
         """
         units = np.asarray(units, np.int64)
         groups = np.asarray(groups, np.int64)
@@ -160,14 +162,13 @@ class EpochOrder:
             )
         starts, sizes, capacities, offset = [], [], [], 0
         for count, size in zip(counts, sizes_of, strict=True):
-            full, rest = divmod(int(count), int(size))
-            starts.extend(offset + size * np.arange(full))
-            sizes.extend([size] * full)
-            capacities.extend([size] * full)
-            if rest and remainder != "drop":
-                starts.append(offset + size * full)
-                sizes.append(rest)
-                capacities.append(size if remainder == "pad" else rest)
+            group_sizes, group_capacities = _group_batches(
+                int(count), int(size), remainder
+            )
+            ends = np.cumsum(group_sizes, dtype=np.int64)
+            starts.extend(offset + ends - group_sizes)
+            sizes.extend(group_sizes)
+            capacities.extend(group_capacities)
             offset += int(count)
         return cls(
             units=units,
@@ -330,3 +331,20 @@ class PackedOrder:
         row_splits = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         offsets = np.repeat(self.row_splits[rows] - row_splits[:-1], counts)
         return elements[np.arange(row_splits[-1]) + offsets], row_splits, batch_splits
+
+
+def _group_batches(count, size, remainder):
+    """`(sizes, capacities)` of the batches of a group of `count` units at
+    batch size `size`, its remainder handled as `remainder` says."""
+    full, rest = divmod(count, size)
+    if not rest or remainder == "drop":
+        return [size] * full, [size] * full
+    if remainder == "even":
+        num_batches = full + 1
+        capacity = -(-count // num_batches)
+        smaller = num_batches * capacity - count  # batches one unit short
+        sizes = [capacity] * (num_batches - smaller) + [capacity - 1] * smaller
+        return sizes, [capacity] * num_batches
+    return [size] * full + [rest], [size] * full + [
+        size if remainder == "pad" else rest
+    ]

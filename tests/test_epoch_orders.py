@@ -21,7 +21,7 @@ from kerasbatch import plan as plan_lib
     groups=st.lists(st.integers(0, 5), min_size=1, max_size=60),
     sizes=st.lists(st.integers(1, 7), min_size=6, max_size=6),
     one_size=st.booleans(),
-    remainder=st.sampled_from(["keep", "drop", "pad"]),
+    remainder=st.sampled_from(["keep", "drop", "pad", "even"]),
     shuffle_units=st.booleans(),
     shuffle_batches=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
@@ -43,10 +43,21 @@ def test_in_graph_batches_equal_the_numpy_plan(
     expected = np.split(indices, splits[1:-1]) if len(splits) > 1 else []
     graph_order = epochs.GraphOrder(order, seed)
     rows, row_sizes, capacities = graph_order.batch_rows(tf.constant(epoch, tf.int64))
-    # Rows fed: the group's batch size for a padded remainder, else the size.
+    # Rows fed: the group's batch size for a padded remainder, the group's
+    # largest batch when cut evenly, else the size.
     group_of = dict(zip(units.tolist(), groups, strict=True))
-    full = [sizes[0] if one_size else sizes[group_of[int(e[0])]] for e in expected]
-    fed = full if remainder == "pad" else [len(e) for e in expected]
+    key = [0 if one_size else group_of[int(e[0])] for e in expected]
+    full = [sizes[0] if one_size else sizes[k] for k in key]
+    largest = {}
+    for k, e in zip(key, expected, strict=True):
+        largest[k] = max(largest.get(k, 0), len(e))
+    fed = {
+        "pad": full,
+        "even": [largest[k] for k in key],
+    }.get(remainder, [len(e) for e in expected])
+    if remainder == "even":  # sizes differ by at most one, up to the batch size
+        assert all(f - len(e) in (0, 1) for f, e in zip(fed, expected, strict=True))
+        assert all(f <= s for f, s in zip(fed, full, strict=True))
     assert order.batch_capacities(seed, epoch).tolist() == fed
     assert capacities.numpy().tolist() == fed
     actual = [

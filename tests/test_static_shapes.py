@@ -1,5 +1,6 @@
-"""Bounded shapes for XLA and JAX: `remainder="pad"` feeds every batch of a
-bucket (of a builder) with one number of rows, filler rows of zero weight."""
+"""Bounded shapes for XLA and JAX: `remainder="pad"` (or `"even"`) feeds every
+batch of a bucket (of a builder) with one number of rows, filler rows of zero
+weight."""
 
 import keras
 import numpy as np
@@ -43,6 +44,14 @@ PADDED = {
 }
 
 
+#: Builders that take remainder="even" (a stream's and a window's cannot).
+EVEN = [kind for kind in PADDED if kind not in ("stream", "window")]
+
+
+def with_remainder(builder, remainder):
+    return type(builder).from_config({**builder.get_config(), "remainder": remainder})
+
+
 def build(builder):
     if isinstance(builder, kerasbatch.StreamBucketBuilder):
         ragged = tf.ragged.constant(sequences())
@@ -66,16 +75,21 @@ def x_of(batch):
     return np.asarray(x["x"] if isinstance(x, dict) else x)
 
 
-@pytest.mark.parametrize("kind", PADDED)
-def test_padded_remainders_keep_every_element_once_with_zero_weight_fillers(kind):
-    builder = PADDED[kind]()
+@pytest.mark.parametrize(
+    "kind, remainder",
+    [(kind, "pad") for kind in PADDED] + [(kind, "even") for kind in EVEN],
+)
+def test_padded_remainders_keep_every_element_once_with_zero_weight_fillers(
+    kind, remainder
+):
+    builder = with_remainder(PADDED[kind](), remainder)
     dataset = build(builder)
     for epoch in range(2):
         builder.set_epoch(epoch)
         batches = list(dataset)
         rows = {len(x_of(b)) for b in batches}
         expected = full_rows(builder, batches[0])
-        if expected is not None:
+        if expected is not None and remainder == "pad":
             assert rows == {expected}  # no smaller remainder batch
         real, padded = 0, 0
         seen = []
@@ -110,6 +124,58 @@ def test_pad_to_bucket_with_padded_remainders_feeds_one_shape_per_bucket(kind):
     assert builder.statistics().distinct_shapes == nonempty
 
 
+@pytest.mark.parametrize("kind", ["bucket", "budget"])
+def test_even_remainders_feed_one_shape_per_bucket_with_less_filler_than_pad(kind):
+    keep, pad, even = (
+        with_remainder(PADDED[kind](), remainder)
+        for remainder in ("keep", "pad", "even")
+    )
+    datasets = [build(builder) for builder in (keep, pad, even)]
+    # As many batches as "keep": every bucket is cut into as many batches.
+    assert len(datasets[2]) == len(datasets[0]) == len(datasets[1])
+    nonempty = sum(1 for count in even.bucket_counts if count)
+    assert even.statistics().distinct_shapes == nonempty
+    for epoch in range(2):
+        even.set_epoch(epoch)
+        by_length = {}
+        for batch in datasets[2]:
+            x = x_of(batch)
+            by_length.setdefault(x.shape[1], []).append(x)
+        assert len(by_length) == nonempty
+        for bucket in by_length.values():
+            assert len({len(x) for x in bucket}) == 1  # one size per bucket
+            filler = sum(int((~(x != 0).any(axis=1)).sum()) for x in bucket)
+            assert filler < len(bucket)  # under one filler row per batch
+    real = keep.statistics().padding_efficiency
+    assert pad.statistics().padding_efficiency < even.statistics().padding_efficiency
+    assert even.statistics().padding_efficiency <= real
+
+
+def test_even_batches_of_one_group_are_equal_and_at_most_the_batch_size():
+    for count in range(1, 60):
+        for size in range(1, 12):
+            sizes, capacities = kerasbatch.orders._group_batches(count, size, "even")
+            assert sum(sizes) == count
+            assert len(sizes) == -(-count // size)  # as many batches as "keep"
+            assert len(set(capacities)) == 1 and capacities[0] <= size
+            assert all(0 <= c - s <= 1 for s, c in zip(sizes, capacities))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: kerasbatch.StreamBucketBuilder(
+            boundaries=[4], batch_size=2, remainder="even"
+        ),
+        lambda: kerasbatch.WindowBuilder(4, 4, remainder="even"),
+    ],
+    ids=["stream", "window"],
+)
+def test_builders_that_cannot_cut_evenly_say_what_to_use(make):
+    with pytest.raises(ValueError, match=r"not 'even'.*use 'pad'"):
+        make()
+
+
 def test_keep_feeds_a_shape_per_remainder_and_pad_does_not():
     keep = kerasbatch.BucketBuilder(num_buckets=4, batch_size=8, pad_to_bucket=True)
     pad = PADDED["bucket"]()
@@ -135,8 +201,9 @@ class ShapeRecorder(keras.Model):
         return super().train_step(*arguments)
 
 
-def test_model_fit_sees_one_shape_per_bucket_and_none_new_in_later_epochs():
-    builder = PADDED["bucket"]()
+@pytest.mark.parametrize("remainder", ["pad", "even"])
+def test_model_fit_sees_one_shape_per_bucket_and_none_new_in_later_epochs(remainder):
+    builder = with_remainder(PADDED["bucket"](), remainder)
     dataset = build(builder)
     model = ShapeRecorder()
     model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
@@ -165,9 +232,10 @@ def test_bad_remainder_settings_are_named(arguments, match):
         kerasbatch.BucketBuilder(batch_size=8, **arguments)
 
 
-def test_padded_remainders_need_targets_to_weigh():
-    builder = kerasbatch.PaddedBuilder(batch_size=8, remainder="pad")
-    with pytest.raises(ValueError, match="remainder='pad' fills smaller batches"):
+@pytest.mark.parametrize("remainder", ["pad", "even"])
+def test_padded_remainders_need_targets_to_weigh(remainder):
+    builder = kerasbatch.PaddedBuilder(batch_size=8, remainder=remainder)
+    with pytest.raises(ValueError, match=f"remainder='{remainder}' fills smaller"):
         builder.build(sequences())
 
 
@@ -340,11 +408,11 @@ def test_a_jit_compiled_model_meeting_many_shapes_gets_the_fix(kind, make_callba
     dataset = build(builder)  # in use, as during model.fit
     with pytest.warns(UserWarning, match="compiles once per batch shape") as caught:
         train_begin(make_callback(builder), tiny_model(jit_compile=True))
-    fix = (
-        "pad_to_bucket=True, remainder='pad'"
-        if kind != "padded"
-        else ("pad_to_multiple")
-    )
+    fix = {  # a stream cannot cut its buckets evenly: it pads them
+        "padded": "pad_to_multiple (e.g. 16) and remainder='even'",
+        "bucket": "pad_to_bucket=True, remainder='even'",
+        "stream": "pad_to_bucket=True, remainder='pad'",
+    }[kind]
     assert fix in str(caught[0].message)
     del dataset
 

@@ -65,9 +65,9 @@ class ChunkBuilder(PaddedBuilder):
         shuffle: reshuffle the chunks across sequences every epoch.
         seed: int seed; None draws one at construction.
         drop_remainder: drop the last, smaller batch (counted as dropped).
-        remainder: `"keep"`, `"drop"` or `"pad"`, as for
-            `kerasbatch.builders.Builder` (with `"pad"` and a `chunk_size`,
-            every batch has one shape).
+        remainder: `"keep"`, `"drop"`, `"pad"` or `"even"`, as for
+            `kerasbatch.builders.Builder` (with `"pad"` or `"even"` and a
+            `chunk_size`, every batch has one shape).
         padding: the padding value of each sequence component, as for
             `kerasbatch.builders.Builder`; it fills short chunks and the
             context beyond the sequence borders. Chunked components have the

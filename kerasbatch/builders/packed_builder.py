@@ -70,9 +70,11 @@ class PackedBuilder(PlannedBuilder):
         drop_remainder: drop the last batch when it has fewer rows than
             `batch_size`; its elements count in `statistics().dropped`.
         remainder: the last batch when it has fewer rows: `"keep"`,
-            `"drop"` (as `drop_remainder`) or `"pad"` (filled to
-            `batch_size` rows of padding, whose weights are 0: every batch
-            then has one shape).
+            `"drop"` (as `drop_remainder`), `"pad"` (filled to
+            `batch_size` rows of padding, whose weights are 0) or `"even"`
+            (the rows cut into equal batches of at most `batch_size`, fewer
+            than one padding row per batch): every batch then has one
+            shape.
         padding: the padding values: None (0), a `kerasbatch.Padding` or
             config dict for all components, or a dict of them by component
             name (`"x"`, `"y"`, `"sample_weight"` or dict keys; per-example

@@ -116,7 +116,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         remainder: those smaller batches: `"keep"`, `"drop"` (as
             `drop_remainder`) or `"pad"` (fed with the bucket's batch size,
             the rows past their elements filler of zero `sample_weight`,
-            counted as padding), as in `kerasbatch.builders.Builder`.
+            counted as padding), as in `kerasbatch.builders.Builder`. Not
+            `"even"`: a stream's bucket sizes are not known ahead.
         padding: as in `kerasbatch.builders.Builder`: None, a
             `kerasbatch.Padding` or config dict for all sequence components,
             or a dict of them by component name.
@@ -155,6 +156,12 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
     >>> int(batches.cardinality())
     4
     """
+
+    remainders = ("keep", "drop", "pad")
+    remainders_reason = (
+        "a stream's bucket sizes are not known ahead, so its batches cannot "
+        "be cut evenly; use 'pad'."
+    )
 
     def __init__(
         self,

@@ -52,7 +52,8 @@ class WindowBuilder(Builder):
         remainder: those last windows: `"keep"`, `"drop"` or `"pad"` (fed
             with `size` rows, the rows past their elements filler of zero
             `sample_weight`, as with `batch_multiple`). When given, it
-            decides, whatever `drop_remainder` says.
+            decides, whatever `drop_remainder` says. Not `"even"`: windows
+            are cut by `size`, `shift` and `stride` alone.
         reducers: a dict mapping component names to a reducer: a name
             (`"padded"`, `"dense"`/`"batch"`, `"count"`), a config dict, or a
             `kerasbatch.Reducer` / built-in instance. Components left out are
@@ -86,6 +87,11 @@ class WindowBuilder(Builder):
     >>> builder.statistics().padding_efficiency
     0.625
     """
+
+    remainders = ("keep", "drop", "pad")
+    remainders_reason = (
+        "windows are cut by size, shift and stride alone; use 'pad' for one shape."
+    )
 
     def __init__(
         self,

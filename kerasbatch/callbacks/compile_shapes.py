@@ -53,15 +53,17 @@ def warn_if_many_shapes(model, builder):
 
 def _fix(source):
     """The one-line fix for `source`'s builder kind."""
+    # "even" needs the bucket sizes ahead, which a stream does not know.
+    remainder = "even" if "even" in type(source).remainders else "pad"
     if hasattr(source, "pad_to_bucket"):
         return (
-            "Set pad_to_bucket=True, remainder='pad' for one shape per bucket "
-            "(see batch_shapes())."
+            f"Set pad_to_bucket=True, remainder={remainder!r} for one shape per "
+            "bucket (see batch_shapes())."
         )
     if hasattr(source, "sequence_length"):
-        return "Set remainder='pad' for one shape."
+        return f"Set remainder={remainder!r} for one shape."
     return (
-        "Set pad_to_multiple (e.g. 16) and remainder='pad' to bound them, or "
-        "use BucketBuilder(pad_to_bucket=True, remainder='pad') for one shape "
-        "per bucket (see batch_shapes())."
+        f"Set pad_to_multiple (e.g. 16) and remainder={remainder!r} to bound "
+        "them, or use BucketBuilder(pad_to_bucket=True, remainder='even') for "
+        "one shape per bucket (see batch_shapes())."
     )
