@@ -158,7 +158,7 @@ def test_even_batches_of_one_group_are_equal_and_at_most_the_batch_size():
             assert sum(sizes) == count
             assert len(sizes) == -(-count // size)  # as many batches as "keep"
             assert len(set(capacities)) == 1 and capacities[0] <= size
-            assert all(0 <= c - s <= 1 for s, c in zip(sizes, capacities))
+            assert all(0 <= c - s <= 1 for s, c in zip(sizes, capacities, strict=True))
 
 
 @pytest.mark.parametrize(
