@@ -1,8 +1,15 @@
 """WarmUp compiles every batch shape before epoch 1 and changes no state."""
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import kerasbatch
 from kerasbatch.callbacks import WarmUp
@@ -137,3 +144,133 @@ def test_every_trace_happens_before_the_first_epoch():
     model.fit(train, epochs=1, verbose=0, callbacks=[WarmUp(builder), traces])
     assert traces.at_begin > 0
     assert traces.at_epoch_end == traces.at_begin
+
+
+#: Trains the tiny model with and without WarmUp in one process whose XLA
+#: dumps every compiled module (XLA_FLAGS is read once per process), and
+#: prints how many train and test steps were compiled by each point.
+COUNT_COMPILES = textwrap.dedent(
+    """
+    import glob, json, sys
+    import keras
+    sys.path.insert(0, sys.argv[2])
+    import test_warm_up as t
+
+    def compiled():
+        names = glob.glob(sys.argv[1] + "/*before_optimizations.txt")
+        steps = ("one_step_on_data", "train_step", "test_step")
+        return sum(any(step in name for step in steps) for name in names)
+
+    class Count(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self.counts = {"train_begin": compiled()}
+        def on_epoch_end(self, epoch, logs=None):
+            self.counts[f"epoch_{epoch}"] = compiled()
+
+    results = {}
+    for warm in (True, False):
+        builder = t.bucket_builder()
+        train = builder.build(t.sequences(), t.targets())
+        val = t.bucket_builder(num_buckets=2, shuffle=False).build(
+            t.sequences()[:40], t.targets()[:40])
+        count = Count()
+        callbacks = ([t.WarmUp(builder, validation_data=val)] if warm else [])
+        before = compiled()
+        t.tiny_model().fit(train, validation_data=val, epochs=2, verbose=0,
+                           callbacks=callbacks + [count])
+        results["warm" if warm else "plain"] = {
+            k: v - before for k, v in count.counts.items()}
+    print(json.dumps(results))
+    """
+)
+
+
+def test_xla_compiles_every_shape_at_train_begin_and_never_in_the_epochs(tmp_path):
+    dump = tmp_path / "xla"
+    env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={dump}")
+    done = subprocess.run(
+        [sys.executable, "-c", COUNT_COMPILES, str(dump), os.path.dirname(__file__)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    shapes = 3 + 2  # training buckets + validation buckets, one shape each
+    assert counts["warm"] == {
+        "train_begin": shapes,
+        "epoch_0": shapes,
+        "epoch_1": shapes,
+    }
+    assert counts["plain"] == {"train_begin": 0, "epoch_0": shapes, "epoch_1": shapes}
+
+
+def test_a_model_not_compiled_per_shape_is_left_alone():
+    builder = bucket_builder()
+    train = builder.build(sequences(), targets())
+    model = tiny_model(jit_compile=False)
+    warm_up = WarmUp(builder)
+    model.fit(train, epochs=1, verbose=0, callbacks=[warm_up])
+    assert warm_up.shapes == [] and warm_up.seconds == 0.0
+
+
+def test_warm_up_of_a_stream_with_lengths_leaves_its_statistics_alone():
+    def stream_builder():
+        return kerasbatch.StreamBucketBuilder(
+            boundaries=[10, 20, 30],
+            batch_size=16,
+            pad_to_bucket=True,
+            max_length=40,
+            remainder="pad",
+            buffer_size=32,
+        )
+
+    def run(warm):
+        builder = stream_builder()
+        ragged = tf.ragged.constant(sequences())
+        source = tf.data.Dataset.from_tensor_slices((ragged, targets()))
+        train = builder.build(source, lengths=LENGTHS)
+        callbacks = [kerasbatch.callbacks.PaddingEfficiency(builder)]
+        if warm:
+            callbacks.insert(0, WarmUp(builder))
+        history = tiny_model().fit(train, epochs=1, verbose=0, callbacks=callbacks)
+        return builder, callbacks[0], history
+
+    builder, warm_up, warm = run(True)
+    _, _, plain = run(False)
+    assert warm_up.shapes == builder.batch_shapes() and len(warm_up.shapes) == 4
+    assert warm.history == plain.history
+
+
+def test_bad_input_is_named():
+    with pytest.raises(TypeError, match="kerasbatch builder"):
+        WarmUp(object())
+    with pytest.raises(ValueError, match="epochs"):
+        WarmUp(bucket_builder(), epochs=0)
+    model = tiny_model()
+    empty = bucket_builder()
+    with pytest.raises(ValueError, match="no built dataset"):
+        model.fit(
+            bucket_builder().build(sequences(), targets()),
+            epochs=1,
+            verbose=0,
+            callbacks=[WarmUp(empty)],
+        )
+    builder = bucket_builder()
+    builder.build(sequences(), targets())
+    other = bucket_builder().build(sequences(), targets())
+    with pytest.raises(ValueError, match="WarmUp: the dataset given was not built"):
+        model.fit(
+            other, epochs=1, verbose=0, callbacks=[WarmUp(builder, dataset=other)]
+        )
+
+
+def test_shapes_unknown_ahead_are_refused_naming_warm_up():
+    builder = kerasbatch.StreamBucketBuilder(boundaries=[10, 20], batch_size=16)
+    ragged = tf.ragged.constant(sequences())
+    train = builder.build(tf.data.Dataset.from_tensor_slices((ragged, targets())))
+    with pytest.raises(ValueError, match="WarmUp cannot know"):
+        tiny_model().fit(
+            train, epochs=1, verbose=0, callbacks=[WarmUp(builder)], steps_per_epoch=1
+        )
