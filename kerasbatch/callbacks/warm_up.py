@@ -154,13 +154,11 @@ class WarmUp(keras.callbacks.Callback):
                 _run(model, "test", val_batches, self.validation_data.element_spec)
         self.seconds = time.perf_counter() - started
         if self.verbose:
-            io_print = getattr(keras.utils, "io_utils", None)
-            message = (
+            print(
                 f"WarmUp: compiled {len(self.shapes)} training and "
                 f"{len(self.validation_shapes)} validation shapes in "
                 f"{self.seconds:.1f}s"
             )
-            (io_print.print_msg if io_print else print)(message)
 
     def _training_spec(self, training):
         """The element_spec of the dataset `fit` trains on."""
@@ -170,14 +168,13 @@ class WarmUp(keras.callbacks.Callback):
                 if builder_of(built) is training:
                     dataset = built
                     break
-        spec = getattr(dataset, "element_spec", None)
         if not isinstance(dataset, tf.data.Dataset):
             raise ValueError(
                 "WarmUp warms up a tf.data.Dataset that a builder built (or "
                 "made with distribute_with_service); a distributed dataset "
                 f"({type(dataset).__name__}) is not supported."
             )
-        return spec
+        return dataset.element_spec
 
     def __deepcopy__(self, memo):
         return type(self)(
