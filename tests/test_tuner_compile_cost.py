@@ -16,8 +16,6 @@ from kerasbatch.tuner import (
     objectives,
 )
 
-pytestmark = pytest.mark.backend
-
 LENGTHS = np.random.default_rng(0).lognormal(4, 0.6, 2000).astype(int) + 1
 #: One boundary strategy; few or many buckets, batch or bucket padding.
 SPACE = BucketSearchSpace(
@@ -236,6 +234,7 @@ def test_other_objectives_record_the_estimate_too(tmp_path):
         )
 
 
+@pytest.mark.backend  # trains a model
 def test_a_metric_objective_records_the_estimate_beside_the_model_metrics(tmp_path):
     rng = np.random.default_rng(0)
     x = [rng.integers(1, 20, n) for n in LENGTHS[:96] % 50 + 1]
@@ -322,6 +321,7 @@ def tokens():
     return x, rng.integers(0, 2, len(x)).astype("float32")
 
 
+@pytest.mark.backend  # trains a model
 def test_measure_a_jit_compiled_model(tokens):
     builder = kerasbatch.BucketBuilder(num_buckets=4, batch_size=16, pad_to_bucket=True)
     cost = CompileCost.measure(tiny_model, *tokens, builder=builder, epochs=7)
@@ -341,6 +341,7 @@ def test_measure_a_jit_compiled_model(tokens):
     assert cost.estimate(builder).training_time > 0
 
 
+@pytest.mark.backend  # trains a model
 def test_measure_rejects_what_it_cannot_time(tokens):
     with pytest.raises(TypeError, match="model must be a compiled keras.Model"):
         CompileCost.measure("model", *tokens)
