@@ -100,6 +100,44 @@ def uneven_first_batch(strategy):
     }
 
 
+def padded_remainders(strategy):
+    """2 epochs of `pad_to_bucket` buckets with `remainder="pad"` and
+    `"even"` under the strategy: per setting, each replica's x shape and
+    sample weights at every step, the logged padding efficiency and the
+    statistics."""
+    found = {}
+    for remainder in ("pad", "even"):
+        builder = kerasbatch.BucketBuilder(
+            boundaries=[10, 20, 30],
+            batch_size=6,
+            pad_to_bucket=True,
+            max_length=40,
+            remainder=remainder,
+            batch_multiple=2,
+        )
+        builder.build([np.arange(1, n + 1) for n in range(1, 41)], np.zeros(40))
+        with strategy.scope():
+            model = PooledWeightRecorder()
+            model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
+        history = model.fit(
+            builder.distribute(strategy),
+            epochs=2,
+            verbose=0,
+            callbacks=[EpochReshuffle(builder), PaddingEfficiency(builder)],
+        )
+        found[remainder] = {
+            "steps": [
+                [replica, shape, weights] for replica, shape, weights in model.steps
+            ],
+            "padding_efficiency": history.history["padding_efficiency"],
+            "statistics": [
+                builder.statistics(epoch).padding_efficiency for epoch in range(2)
+            ],
+            "distinct_shapes": builder.statistics().distinct_shapes,
+        }
+    return found
+
+
 class WeightRecorder(keras.Model):
     """Records `(replica, x shape, sample weights)` of every replica's batch."""
 
@@ -118,6 +156,14 @@ class WeightRecorder(keras.Model):
         with self.lock:
             self.steps.append((replica, list(x.shape), np.asarray(weights).tolist()))
         return super().train_step(data)
+
+
+class PooledWeightRecorder(WeightRecorder):
+    """A `WeightRecorder` for batches of any padded length."""
+
+    def call(self, x):
+        x = keras.ops.cast(x, "float32")
+        return self.dense(keras.ops.mean(x, axis=1, keepdims=True))[:, 0]
 
 
 def errors(strategy):
@@ -147,6 +193,7 @@ def main(kinds):
     results = {kind: fit(kind, strategy) for kind in kinds}
     results["errors"] = errors(strategy)
     results["uneven_first_batch"] = uneven_first_batch(strategy)
+    results["padded_remainders"] = padded_remainders(strategy)
     print("RESULT " + json.dumps(results))
 
 

@@ -104,6 +104,22 @@ def test_replicas_train_in_lock_step_on_the_global_plan(mirrored, kind):
         assert recorded["statistics"][epoch] == statistics.padding_efficiency
 
 
+@pytest.mark.parametrize("remainder", ["pad", "even"])
+def test_padded_remainders_give_each_replica_one_shape_per_bucket(mirrored, remainder):
+    recorded = mirrored["padded_remainders"][remainder]
+    steps = recorded["steps"]
+    shapes = {tuple(shape) for _, shape, _ in steps}
+    # Every bucket's batches have one number of rows, which the replicas
+    # share evenly: one per-replica shape per bucket, in both epochs.
+    assert len(shapes) == recorded["distinct_shapes"] == 4
+    assert len({shape[1] for shape in shapes}) == 4
+    # Every element once per epoch (weight 1), filler rows weigh 0.
+    weights = [w for _, _, replica_weights in steps for w in replica_weights]
+    assert sorted(set(weights)) == [0.0, 1.0]
+    assert weights.count(1.0) == 2 * 40
+    assert recorded["padding_efficiency"] == recorded["statistics"]
+
+
 @pytest.fixture(scope="module")
 def data_parallel():
     """What `data_parallel_fit.py` recorded on JAX under `DataParallel`."""
