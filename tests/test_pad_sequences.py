@@ -10,6 +10,18 @@ from hypothesis import strategies as st
 from kerasbatch.layers import PadSequences
 
 PADDINGS = ("pre", "post")
+ON_TF = keras.backend.backend() == "tensorflow"
+# Keras has no ragged tensors in models on JAX: only TF pads in the model.
+tf_backend_only = pytest.mark.skipif(
+    not ON_TF, reason="ragged model inputs need the TensorFlow backend"
+)
+other_backend_only = pytest.mark.skipif(
+    ON_TF, reason="the in-model error is for backends without ragged tensors"
+)
+IN_MODEL_ERROR = (
+    r"cannot pad inside a model with the \w+ backend: .*no ragged tensors.*"
+    r"`dataset\.map\(PadSequences\(\.\.\.\)\)`.*kerasbatch builder"
+)
 # Row lengths of the random batches: empty rows at both ends and inside.
 LENGTHS = (0, 3, 1, 6, 0, 2, 5, 0)
 LONGEST = max(LENGTHS)
@@ -75,6 +87,7 @@ def test_dense_input_matches_keras_pad_sequences(maxlen, padding, truncating, tr
     assert_same(layer(tf.constant(dense)), expected)
 
 
+@pytest.mark.backend
 def test_values_and_padding_cast_like_numpy():
     rows = [np.array([1.7, -2.7]), np.array([], "float64"), np.array([3.2])]
     expected = keras.utils.pad_sequences(rows, maxlen=3, value=-1.5)
@@ -83,6 +96,7 @@ def test_values_and_padding_cast_like_numpy():
     assert_same(PadSequences(value=0.1, dtype="float64")(to_ragged(rows)), expected)
 
 
+@pytest.mark.backend
 def test_all_rows_empty():
     rows = [np.zeros((0,), "int32")] * 3
     ragged = to_ragged(rows)
@@ -93,12 +107,14 @@ def test_all_rows_empty():
     )
 
 
+@pytest.mark.backend
 def test_empty_batch():
     ragged = tf.ragged.constant([], dtype=tf.int32, ragged_rank=1)
     assert PadSequences()(ragged).shape == (0, 0)
     assert PadSequences(maxlen=3)(ragged).shape == (0, 3)
 
 
+@pytest.mark.backend
 def test_int32_row_splits_and_string_values():
     ragged = tf.ragged.constant([["a"], ["b", "c", "d"]], row_splits_dtype=tf.int32)
     out = PadSequences(maxlen=2, padding="post", value="", dtype="string")(ragged)
@@ -128,6 +144,7 @@ def test_property_matches_keras_pad_sequences(rows, maxlen, padding, truncating,
     assert_same(layer(ragged), expected)
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("maxlen", (None, 3))
 def test_in_tf_data_map(maxlen):
     rows = make_rows(LENGTHS, (2,), "float")
@@ -146,6 +163,7 @@ def test_in_tf_data_map(maxlen):
         assert_same(batch, expected)
 
 
+@pytest.mark.backend
 def test_in_tf_data_map_after_dense_to_ragged_batch():
     ds = tf.data.Dataset.from_generator(
         lambda: (list(range(1, n + 1)) for n in (2, 0, 4, 1)),
@@ -164,6 +182,10 @@ def test_compute_output_shape():
     assert PadSequences().compute_output_shape((None, None)) == (None, None)
     assert PadSequences(maxlen=5).compute_output_shape((8, None, 3)) == (8, 5, 3)
     assert PadSequences().compute_output_shape((8, 4, 3)) == (8, 4, 3)
+
+
+@tf_backend_only
+def test_symbolic_ragged_input():
     out = PadSequences(maxlen=5, dtype="float32")(
         keras.Input(shape=(None, 3), ragged=True)
     )
@@ -172,11 +194,92 @@ def test_compute_output_shape():
     assert not out.ragged
 
 
+@pytest.mark.backend
+@pytest.mark.parametrize("kind", ("int", "float"))
+def test_tf_inputs_give_tf_tensors_on_every_backend(kind):
+    rows = make_rows(LENGTHS, (), kind)
+    kwargs = {} if kind == "int" else {"dtype": "float32", "value": -1.5}
+    out = PadSequences(maxlen=4, **kwargs)(to_ragged(rows))
+    assert isinstance(out, tf.Tensor)
+    assert_same(out, keras.utils.pad_sequences(rows, maxlen=4, **kwargs))
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("padding, truncating", [("pre", "pre"), ("post", "post")])
+def test_numpy_and_backend_arrays_give_backend_arrays(padding, truncating):
+    dense = np.arange(12).reshape(3, 4)
+    layer = PadSequences(maxlen=3, padding=padding, truncating=truncating)
+    expected = keras.utils.pad_sequences(
+        list(dense), maxlen=3, padding=padding, truncating=truncating
+    )
+    for inputs in (dense, keras.ops.convert_to_tensor(dense)):
+        out = layer(inputs)
+        assert keras.ops.is_tensor(out)
+        assert_same(out, expected)
+    layer = PadSequences(maxlen=5, padding=padding, value=-1.5, dtype="float32")
+    expected = keras.utils.pad_sequences(
+        list(dense), maxlen=5, padding=padding, value=-1.5, dtype="float32"
+    )
+    assert_same(layer(dense), expected)
+
+
+@pytest.mark.backend
+def test_tf_data_map_feeds_model_fit():
+    """The main use on every backend: pad in the pipeline, fit any model."""
+    rows = make_rows(LENGTHS, (), "int")
+    y = np.arange(len(rows), dtype="float32")[:, None]
+    ragged = to_ragged(rows)
+    layer = PadSequences(maxlen=4, padding="post")
+    ds = tf.data.Dataset.from_tensor_slices((ragged, y)).ragged_batch(3)
+    ds = ds.map(lambda x, y: (layer(x), y))
+    assert ds.element_spec[0].shape.as_list() == [None, 4]
+    inputs = keras.Input(shape=(4,), dtype="int32")
+    x = keras.layers.Embedding(100, 4)(inputs)
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    model = keras.Model(inputs, keras.layers.Dense(1)(x))
+    model.compile(optimizer="sgd", loss="mse")
+    history = model.fit(ds, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2
+    padded = keras.utils.pad_sequences(rows, maxlen=4, padding="post")
+    np.testing.assert_allclose(
+        model.predict(ds.map(lambda x, y: x), verbose=0),
+        model.predict(padded, verbose=0),
+        rtol=1e-6,
+    )
+
+
+@pytest.mark.backend
+@other_backend_only
+def test_in_a_model_without_ragged_tensors_is_a_clear_error():
+    # Keras itself refuses a ragged input on this backend.
+    with pytest.raises(ValueError, match="`ragged=True` is not supported"):
+        keras.Input(shape=(None,), ragged=True)
+    # A dense model input would be rows Keras zero-padded at the end.
+    with pytest.raises(ValueError, match=IN_MODEL_ERROR + r".*ragged=False"):
+        PadSequences()(keras.Input(shape=(None,), dtype="int32"))
+
+    class PaddingModel(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.pad = PadSequences(maxlen=4)
+            self.out = keras.layers.Dense(1)
+
+        def call(self, x):
+            return self.out(keras.ops.cast(self.pad(x), "float32"))
+
+    model = PaddingModel()
+    model.compile(optimizer="sgd", loss="mse")
+    ragged = tf.ragged.constant([[1], [2, 3], [], [4, 5, 6, 7, 8]])
+    with pytest.raises(ValueError, match=IN_MODEL_ERROR + r".*traced"):
+        model.fit(ragged, np.ones((4, 1), "float32"), batch_size=2, verbose=0)
+
+
 def ragged_model(**kwargs):
     inputs = keras.Input(shape=(None,), ragged=True, dtype="int32")
     return keras.Model(inputs, PadSequences(**kwargs)(inputs))
 
 
+@tf_backend_only
 def test_functional_model_with_ragged_input_predict():
     rows = [[1], [2, 3], [], [4, 5, 6, 7, 8], [9]]
     ragged = tf.ragged.constant(rows, dtype=tf.int32)
@@ -188,6 +291,7 @@ def test_functional_model_with_ragged_input_predict():
     assert_same(model.predict(ragged, batch_size=2, verbose=0), expected)
 
 
+@tf_backend_only
 def test_functional_model_fit_and_save_load(tmp_path):
     inputs = keras.Input(shape=(None,), ragged=True, dtype="int32")
     x = PadSequences(padding="post", truncating="post", maxlen=6)(inputs)
@@ -275,6 +379,7 @@ def test_string_value_needs_string_dtype():
         PadSequences(value="x")
 
 
+@pytest.mark.backend
 def test_ragged_rank_2_rejected():
     ragged = tf.ragged.constant([[[1, 2]], [[3, 4], [5, 6]]])
     with pytest.raises(ValueError, match="ragged_rank=1"):
@@ -297,6 +402,7 @@ def test_a_float_value_out_of_the_integer_range_is_an_error():
         PadSequences(value=300.5, dtype="uint8")
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize(
     ("rows", "dtype", "received"),
     [([["a", "b"], ["c"]], "int32", "string"), ([[1, 2], [3]], "string", "int32")],

@@ -1,5 +1,7 @@
 """A Keras layer that pads a ragged batch like `keras.utils.pad_sequences`."""
 
+import sys
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -27,9 +29,19 @@ class PadSequences(keras.layers.Layer):
     the full length of its second axis.
 
     The layer has no weights. It runs eagerly, inside `tf.data.Dataset.map`
-    (e.g. after `Dataset.ragged_batch`), and in Keras models, including
-    functional models built on `keras.Input(shape=(None,), ragged=True)`.
-    It requires the TensorFlow backend.
+    (e.g. after `Dataset.ragged_batch`), and, with the TensorFlow backend,
+    in Keras models, including functional models built on
+    `keras.Input(shape=(None,), ragged=True)`.
+
+    With another Keras backend (e.g. JAX), TensorFlow inputs
+    (`tf.RaggedTensor`, `tf.Tensor`, eager or inside `tf.data`) are still
+    padded with TensorFlow and give a `tf.Tensor`: pad the batches in the
+    `tf.data` pipeline (`dataset.map(PadSequences(...))`) and give the padded
+    dataset to `model.fit`. NumPy or backend arrays (dense) called eagerly
+    give a backend array. Inside a model on such a backend the layer raises
+    a `ValueError`: there is no ragged tensor there, and Keras zero-pads
+    ragged data at the end of each row before the model sees it, so the row
+    lengths are already lost.
 
     Args:
         maxlen: `None` or a positive int. The number of timesteps of the
@@ -138,6 +150,40 @@ class PadSequences(keras.layers.Layer):
         self.supports_jit = False
         self.built = True
 
+    def __call__(self, inputs, **kwargs):
+        backend = keras.backend.backend()
+        if backend == "tensorflow":
+            return super().__call__(inputs, **kwargs)
+        # Keras' `Layer.__call__` on another backend rejects TensorFlow
+        # tensors (and would feed JAX tracers to TensorFlow ops), so route
+        # the inputs here. Keras' own preprocessing layers do the same for
+        # `tf.data` (`keras.src.layers.preprocessing.data_layer.DataLayer`
+        # switches to the TensorFlow backend in a TF graph); this layer only
+        # uses TensorFlow ops, so it needs no private Keras API for it. The
+        # layer has no weights, no mask and no `training` argument, so
+        # calling `call()` directly skips nothing it uses.
+        if kwargs:
+            raise TypeError(
+                f"`PadSequences` takes no call arguments. Received: {sorted(kwargs)}"
+            )
+        if isinstance(inputs, keras.KerasTensor) or _is_traced(inputs):
+            raise ValueError(_in_model_error(backend, inputs))
+        if isinstance(inputs, (tf.Tensor, tf.RaggedTensor, tf.Variable)):
+            # Eager, or symbolic in a `tf.data` map: pad with TensorFlow.
+            with tf.name_scope(self.name):
+                return self.call(inputs)
+        if isinstance(inputs, tf.SparseTensor):
+            raise TypeError(
+                "`PadSequences` does not take a `tf.SparseTensor`; give it a "
+                "`tf.RaggedTensor`, e.g. `tf.RaggedTensor.from_sparse(x)`."
+            )
+        # NumPy or backend arrays (dense): pad in TensorFlow, return a
+        # backend array (NumPy for strings, which JAX cannot hold).
+        outputs = self.call(tf.convert_to_tensor(keras.ops.convert_to_numpy(inputs)))
+        if outputs.dtype == tf.string:
+            return outputs.numpy()
+        return keras.ops.convert_to_tensor(outputs.numpy(), dtype=self.compute_dtype)
+
     def _padding_value(self, dtype):
         if dtype == tf.string:
             return tf.constant(self.value, dtype=tf.string)
@@ -233,6 +279,33 @@ class PadSequences(keras.layers.Layer):
             }
         )
         return config
+
+
+def _is_traced(inputs):
+    """Whether `inputs` is a tracer of a JAX transformation (`jit`, `grad`)."""
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(inputs, jax.core.Tracer)
+
+
+def _in_model_error(backend, inputs):
+    received = (
+        f"a symbolic input (ragged={inputs.ragged})"
+        if isinstance(inputs, keras.KerasTensor)
+        else f"a traced {type(inputs).__name__}"
+    )
+    return (
+        f"`PadSequences` cannot pad inside a model with the {backend} "
+        f"backend: {backend} has no ragged tensors, and Keras zero-pads "
+        "ragged data at the end of each row before the model sees it, so "
+        "the row lengths are lost (a padded model input would silently "
+        "differ from `keras.utils.pad_sequences`). Pad in the input "
+        "pipeline instead: `dataset.map(PadSequences(...))` on a "
+        "`tf.data.Dataset` of ragged batches (e.g. after "
+        "`Dataset.ragged_batch`) runs in TensorFlow on any backend, and a "
+        "kerasbatch builder batches and pads for you; then give the padded "
+        "dataset to `model.fit`. Or use `KERAS_BACKEND=tensorflow`. "
+        f"Received: {received}"
+    )
 
 
 def _check_value_fits(value, dtype):
