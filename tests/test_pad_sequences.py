@@ -374,9 +374,29 @@ def test_numpy_scalar_arguments_give_plain_config():
     assert config["value"] == -1.5 and type(config["value"]) is float
 
 
-def test_string_value_needs_string_dtype():
-    with pytest.raises(ValueError, match="not compatible with `value`"):
-        PadSequences(value="x")
+def test_string_value_needs_string_dtype_with_keras_message():
+    with pytest.raises(ValueError) as keras_error:
+        keras.utils.pad_sequences([[1]], value="x", dtype="int32")
+    with pytest.raises(ValueError) as error:
+        PadSequences(value="x", dtype="int32")
+    # Keras' message up to its advice (dtype=object has no tf.string twin).
+    expected = str(keras_error.value).split("\n")[0]
+    assert str(error.value).split("\n")[0] == expected
+    assert "dtype='string'" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        (float("nan"), ValueError, "value=nan is not a number: int32 cannot hold it"),
+        (float("inf"), OverflowError, "value=inf is out of bounds for int32"),
+        (1e20, OverflowError, "value=1e[+]20 is out of bounds for int32"),
+    ],
+)
+def test_a_float_value_an_integer_dtype_cannot_hold_is_an_error(value, error, match):
+    # keras.utils.pad_sequences would fill with whatever NumPy's cast gives.
+    with pytest.raises(error, match=match):
+        PadSequences(value=value, dtype="int32")
 
 
 @pytest.mark.backend

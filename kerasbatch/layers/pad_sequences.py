@@ -132,10 +132,11 @@ class PadSequences(keras.layers.Layer):
         kwargs.setdefault("autocast", False)
         super().__init__(dtype=dtype, **kwargs)
         if isinstance(value, (str, bytes)) and self.compute_dtype != "string":
+            # Keras' message, but for the advice: strings are tf.string here.
             raise ValueError(
-                f"`dtype` {self.compute_dtype!r} is not compatible with "
-                f"`value`'s type: {type(value)}. Use `dtype='string'` to pad "
-                f"with strings. Received: value={value!r}"
+                f"`dtype` {self.compute_dtype} is not compatible with `value`'s "
+                f"type: {type(value)}\nYou should set `dtype='string'` for "
+                f"variable length strings. Received: value={value!r}"
             )
         if self.compute_dtype != "string":
             _check_value_fits(value, self.compute_dtype)
@@ -316,6 +317,8 @@ def _check_value_fits(value, dtype):
     dtype's range, which NumPy would cast to garbage, gets one too.
     """
     if np.issubdtype(dtype, np.integer) and isinstance(value, float | np.floating):
+        if np.isnan(value):
+            raise ValueError(f"value={value!r} is not a number: {dtype} cannot hold it")
         bounds = np.iinfo(dtype)
         if not bounds.min <= value <= bounds.max:
             raise OverflowError(f"value={value!r} is out of bounds for {dtype}")
