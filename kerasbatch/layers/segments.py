@@ -9,6 +9,21 @@ import keras
 from keras import ops
 
 
+def _check_segment_ids(layer, segment_ids):
+    """`segment_ids` must be integer ids of shape `(batch, length)`."""
+    dtype = keras.backend.standardize_dtype(segment_ids.dtype)
+    if "int" not in dtype:
+        raise TypeError(
+            f"{type(layer).__name__} takes integer segment_ids (1, 2, ... per "
+            f"sequence, 0 for padding), got dtype {dtype}."
+        )
+    if len(segment_ids.shape) != 2:
+        raise ValueError(
+            f"{type(layer).__name__} takes segment_ids of shape (batch, "
+            f"length), got shape {tuple(segment_ids.shape)}."
+        )
+
+
 def _same_segment(segment_ids):
     """bool `(batch, length, length)`: query and key in one non-zero segment."""
     queries = ops.expand_dims(segment_ids, -1)
@@ -51,6 +66,7 @@ class SegmentAttentionMask(keras.layers.Layer):
         self.built = True
 
     def call(self, segment_ids):
+        _check_segment_ids(self, segment_ids)
         return _same_segment(segment_ids)
 
 
@@ -98,6 +114,17 @@ class SegmentPooling(keras.layers.Layer):
         self.built = True
 
     def call(self, features, segment_ids):
+        _check_segment_ids(self, segment_ids)
+        if len(features.shape) != 3 or any(
+            a is not None and b is not None and a != b
+            for a, b in zip(features.shape[:2], segment_ids.shape, strict=True)
+        ):
+            raise ValueError(
+                "SegmentPooling takes features of shape (batch, length, "
+                "features) with the (batch, length) of segment_ids, got "
+                f"features of shape {tuple(features.shape)} and segment_ids of "
+                f"shape {tuple(segment_ids.shape)}."
+            )
         slots = ops.arange(1, self.max_segments + 1, dtype=segment_ids.dtype)
         member = ops.cast(
             ops.equal(ops.expand_dims(segment_ids, -1), slots), features.dtype
@@ -153,6 +180,7 @@ class SegmentLossWeights(keras.layers.Layer):
         self.built = True
 
     def call(self, segment_ids):
+        _check_segment_ids(self, segment_ids)
         dtype = self.compute_dtype
         real = ops.cast(ops.not_equal(segment_ids, 0), dtype)
         if not self.normalize:
