@@ -260,11 +260,10 @@ class SharedSettings(Configurable):
         calls this in `on_epoch_begin` so that resumed training sees the same
         batches. Datasets built later start at `epoch` too.
         """
-        if not _is_int(epoch) or epoch < 0:
-            raise ValueError(f"epoch must be a non-negative int, got {epoch!r}.")
-        self._epoch.assign(int(epoch))
+        epoch = checked_epoch(epoch)
+        self._epoch.assign(epoch)
         for served in list((self._copies or {}).values()):
-            served._epoch.assign(int(epoch))
+            served._epoch.assign(epoch)
 
     @property
     def last_started_epoch(self):
@@ -356,6 +355,11 @@ class SharedSettings(Configurable):
         >>> sum(1 for _ in per_replica) == len(train)
         True
         """
+        if not isinstance(strategy, tf.distribute.Strategy):
+            raise TypeError(
+                "distribute takes a tf.distribute.Strategy (e.g. "
+                f"MirroredStrategy), got {type(strategy).__name__}."
+            )
         served = self._built_copy(dataset, "distribute")
         replicas_lib.check_divisible(
             [
@@ -661,7 +665,7 @@ class PlannedBuilder(SharedSettings):
             epoch = self._started_epoch()
             if epoch is None:
                 epoch = self.epoch
-        epoch = int(epoch)
+        epoch = checked_epoch(epoch)
         with self._plans_lock:
             if epoch in self._plans:
                 return self._plans[epoch]
@@ -1499,6 +1503,13 @@ def _remainder(remainder, drop_remainder, builder_type):
             "other: give remainder alone."
         )
     return remainder
+
+
+def checked_epoch(epoch):
+    """`epoch` as an int, or a ValueError if it is not one in `[0, 2**62)`."""
+    if not _is_int(epoch) or not 0 <= epoch < 2**62:
+        raise ValueError(f"epoch must be an int in [0, 2**62), got {epoch!r}.")
+    return int(epoch)
 
 
 def _is_int(value):

@@ -16,6 +16,7 @@ from kerasbatch.builders.base import (
     _bool,
     _checkpointable,
     _optional_positive_int,
+    checked_epoch,
 )
 from kerasbatch.builders.bucket_builder import AUTO, BucketSettings
 
@@ -295,6 +296,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             self._parsed_padding,
             elements.sequence_names,
             self._default_padding_length(),
+            dtypes=dict(zip(elements.names, [s.dtype for s in elements.specs])),
         )
         self._check_multiple_of_fixed(paddings)
         cardinality = int(dataset.cardinality())
@@ -1011,7 +1013,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         counters = self._read_counters()
         current = int(counters[_EPOCH])
         distinct_shapes = int(self._shapes.size().numpy())
-        if epoch is not None and int(epoch) != current:
+        if epoch is not None and checked_epoch(epoch) != current:
             previous = self._previous.numpy()
             if int(previous[_EPOCH]) != int(epoch):
                 raise ValueError(
@@ -1122,8 +1124,7 @@ class _Elements:
                 f"{where} has unknown rank ({spec}); set its shape, e.g. with "
                 "tf.ensure_shape in a map."
             )
-        if _is_sequence(spec):
-            sources._check_numeric(spec.dtype.as_numpy_dtype, where)
+        sources.check_dtype(spec.dtype, where)
         name = sources.component_name(role, key)
         if name in seen:
             raise ValueError(

@@ -3,6 +3,7 @@
 import keras
 
 from kerasbatch.callbacks.compile_shapes import warn_if_many_shapes
+from kerasbatch.callbacks.fit_datasets import checked_builder
 
 
 class EpochReshuffle(keras.callbacks.Callback):
@@ -44,7 +45,7 @@ class EpochReshuffle(keras.callbacks.Callback):
 
     def __init__(self, builder):
         super().__init__()
-        self.builder = builder
+        self.builder = checked_builder(builder, "EpochReshuffle")
 
     def on_train_begin(self, logs=None):
         warn_if_many_shapes(self.model, self.builder)

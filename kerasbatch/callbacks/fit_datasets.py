@@ -1,7 +1,18 @@
 """Which built datasets a callback reports on: the one `model.fit` trains on,
 and the one it validates on."""
 
-from kerasbatch.builders.base import builder_of
+from kerasbatch.builders.base import SharedSettings, builder_of
+
+
+def checked_builder(builder, caller):
+    """`builder`, or a TypeError naming `caller` if it is not a kerasbatch
+    builder."""
+    if not isinstance(builder, SharedSettings):
+        raise TypeError(
+            f"{caller} needs the kerasbatch builder whose dataset model.fit "
+            f"trains on, got {type(builder).__name__}."
+        )
+    return builder
 
 
 def fit_sources(builder, dataset, validation_data, caller):

@@ -3,7 +3,7 @@
 import keras
 
 from kerasbatch.callbacks.compile_shapes import warn_if_many_shapes
-from kerasbatch.callbacks.fit_datasets import fit_sources
+from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
 
 
 class PaddingEfficiency(keras.callbacks.Callback):
@@ -76,7 +76,7 @@ class PaddingEfficiency(keras.callbacks.Callback):
         super().__init__()
         # Only numpy plans and CPU counters: safe for asynchronous dispatch.
         self.async_safe = True
-        self.builder = builder
+        self.builder = checked_builder(builder, "PaddingEfficiency")
         self.per_batch = per_batch
         self.per_component = per_component
         self.name = name

@@ -4,7 +4,7 @@ import time
 
 import keras
 
-from kerasbatch.callbacks.fit_datasets import fit_sources
+from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
 
 
 class Throughput(keras.callbacks.Callback):
@@ -49,7 +49,7 @@ class Throughput(keras.callbacks.Callback):
         super().__init__()
         # Counts batches, reads numpy plans or CPU counters: async-safe.
         self.async_safe = True
-        self.builder = builder
+        self.builder = checked_builder(builder, "Throughput")
         self.name = name
         self.dataset = dataset
         self._training = None

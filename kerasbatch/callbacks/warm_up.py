@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from kerasbatch.builders.base import builder_of
 from kerasbatch.callbacks.compile_shapes import compiles_per_shape
-from kerasbatch.callbacks.fit_datasets import fit_sources
+from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
 
 
 class WarmUp(keras.callbacks.Callback):
@@ -111,13 +111,9 @@ class WarmUp(keras.callbacks.Callback):
         self, builder, dataset=None, validation_data=None, epochs=1, verbose=0
     ):
         super().__init__()
-        if not hasattr(builder, "batch_shapes") or not hasattr(builder, "_serving"):
-            raise TypeError(
-                f"WarmUp needs a kerasbatch builder, got {type(builder).__name__}."
-            )
         if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs <= 0:
             raise ValueError(f"epochs must be a positive int, got {epochs!r}.")
-        self.builder = builder
+        self.builder = checked_builder(builder, "WarmUp")
         self.dataset = dataset
         self.validation_data = validation_data
         self.epochs = epochs
