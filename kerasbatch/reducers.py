@@ -318,7 +318,14 @@ def get(identifier):
             )
         return BUILT_INS[identifier]()
     if isinstance(identifier, dict):
-        return keras.saving.deserialize_keras_object(identifier)
+        # Keras hands back a dict that is no object's config as it is.
+        reducer = keras.saving.deserialize_keras_object(identifier)
+        if not isinstance(reducer, Reducer | _BuiltinReducer):
+            raise ValueError(
+                f"{identifier!r} is not the config of a reducer (make one "
+                "with kerasbatch.reducers.serialize)."
+            )
+        return reducer
     raise TypeError(
         "A reducer must be a built-in name, a config dict or a "
         f"kerasbatch.Reducer, got {identifier!r}."

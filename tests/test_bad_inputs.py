@@ -79,3 +79,9 @@ def test_distribute_needs_a_strategy():
 def test_callbacks_need_a_builder(callback, builder):
     with pytest.raises(TypeError, match=f"{callback.__name__} needs the kerasbatch"):
         callback(builder)
+
+
+@pytest.mark.parametrize("config", [{"name": "nope"}, {"class_name": "X"}, {}])
+def test_a_dict_that_is_no_reducer_config_is_named(config):
+    with pytest.raises(ValueError, match=r"reducers\['x'\]: .* is not the config"):
+        kerasbatch.WindowBuilder(2, reducers={"x": config})
