@@ -22,6 +22,13 @@ import numpy as np
 import tensorflow as tf
 
 ROLES = ("x", "y", "sample_weight")
+#: NumPy's dtype of TensorFlow's bfloat16 (from ml_dtypes; numpy kind "V").
+BFLOAT16 = np.dtype(tf.bfloat16.as_numpy_dtype)
+#: The dtype kinds a component may have (`dtype_kind`): bool, signed and
+#: unsigned ints, floats (bfloat16 too), complex, and strings (bytes,
+#: unicode, or the object arrays of `tf.string` tensors).
+NUMERIC_KINDS = "biufc"
+STRING_KINDS = "SUO"
 #: Lists longer than this show a progress bar while they are converted.
 PROGRESS_THRESHOLD = 200_000
 _PROGRESS_EVERY = 50_000
@@ -242,7 +249,7 @@ def _to_component(data, role, key):
                 "only one ragged (the first inner) dimension is supported."
             )
         values = data.values.numpy()
-        _check_numeric(values.dtype, where)
+        _check_values(values, where)
         splits = data.row_splits.numpy().astype(np.int64)
         if len(splits) == 1:
             raise ValueError(f"{where} is empty: it has no elements.")
@@ -256,7 +263,7 @@ def _to_component(data, role, key):
     if isinstance(data, np.ndarray) and data.dtype != object:
         if len(data) == 0:
             raise ValueError(f"{where} is empty: it has no elements.")
-        _check_numeric(data.dtype, where)
+        _check_values(data, where)
         return Component(name, role, key, data, None)
     if isinstance(data, list | tuple | np.ndarray):
         values, splits = _concatenate_sequences(data, where)
@@ -306,7 +313,13 @@ def _concatenate_sequences(sequences, where):
                 f"has trailing shape {first_trailing}; all elements of a "
                 "component need the same rank and trailing shape."
             )
-        _check_numeric(array.dtype, f"{where} element {index}")
+        _check_values(array, f"{where} element {index}")
+        if index and is_string(array.dtype) != is_string(arrays[0].dtype):
+            raise TypeError(
+                f"{where} element {index} has dtype {dtype_name(array.dtype)} but "
+                f"element 0 has {dtype_name(arrays[0].dtype)}; a component holds "
+                "either text or numbers."
+            )
         arrays.append(array)
     if progress is not None:
         progress.update(len(sequences), finalize=True)
@@ -323,11 +336,69 @@ def _concatenate_sequences(sequences, where):
     return values, splits
 
 
-def _check_numeric(dtype, where):
-    if not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)):
+def as_numpy_dtype(dtype):
+    """`dtype` (a numpy dtype or type, a `tf.DType`, or a dtype name) as a
+    `np.dtype`; `tf.bfloat16` and `"bfloat16"` give `BFLOAT16`, `tf.string`
+    gives `object`."""
+    if isinstance(dtype, tf.DType):
+        dtype = dtype.as_numpy_dtype
+    elif isinstance(dtype, str) and dtype == "bfloat16":
+        dtype = BFLOAT16
+    return np.dtype(dtype)
+
+
+def dtype_kind(dtype):
+    """The numpy kind of `dtype` (see `as_numpy_dtype`), with bfloat16
+    (numpy kind "V") as the float it is: `"b"` bool, `"i"`/`"u"` ints, `"f"`
+    floats, `"c"` complex, `"S"`/`"U"`/`"O"` bytes, unicode and object.
+
+    >>> dtype_kind("bfloat16"), dtype_kind(tf.uint8), dtype_kind(np.str_)
+    ('f', 'u', 'U')
+    """
+    dtype = as_numpy_dtype(dtype)
+    return "f" if dtype == BFLOAT16 else dtype.kind
+
+
+def dtype_name(dtype):
+    """A user-facing name of `dtype`: `"bfloat16"`, `"int32"`, `"string"`."""
+    dtype = as_numpy_dtype(dtype)
+    if dtype_kind(dtype) in STRING_KINDS:
+        return "string"
+    return dtype.name
+
+
+def is_string(dtype):
+    """Whether `dtype` holds text (`tf.string`, numpy bytes or unicode)."""
+    return dtype_kind(dtype) in STRING_KINDS
+
+
+def check_dtype(dtype, where):
+    """Raises a TypeError unless `tf.data` batches `dtype`: bool, ints,
+    floats (bfloat16 and float16 too), complex or strings.
+
+    Returns:
+        `dtype` as a `np.dtype`.
+    """
+    dtype = as_numpy_dtype(dtype)
+    kind = dtype_kind(dtype)
+    if kind not in NUMERIC_KINDS + STRING_KINDS:
         raise TypeError(
-            f"{where} has non-numeric dtype {dtype}; convert text to ids first."
+            f"{where} has dtype {dtype}, which tf.data cannot batch; give bool, "
+            "integer, floating-point (bfloat16 and float16 too) or string values."
         )
+    return dtype
+
+
+def _check_values(array, where):
+    """`check_dtype`, and an object array must hold text."""
+    check_dtype(array.dtype, where)
+    if array.dtype == object and array.size:
+        item = array.flat[0]
+        if not isinstance(item, str | bytes):
+            raise TypeError(
+                f"{where} holds Python objects of type {type(item).__name__}; "
+                "give numbers, booleans or strings in a regular array."
+            )
 
 
 def _check_names(data):

@@ -119,7 +119,14 @@ def test_zero_length_elements_are_allowed():
             None,
             None,
             TypeError,
-            r"x element 1 has non-numeric dtype",
+            r"x element 1 has dtype string but element 0 has float64",
+        ),
+        (
+            [np.ones(2), np.array([{}, {}])],
+            None,
+            None,
+            TypeError,
+            r"x element 1 holds Python objects of type dict",
         ),
         (
             [[1, 2], [[1], [2, 3]]],

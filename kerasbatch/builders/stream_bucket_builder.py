@@ -296,7 +296,10 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             self._parsed_padding,
             elements.sequence_names,
             self._default_padding_length(),
-            dtypes=dict(zip(elements.names, [s.dtype for s in elements.specs])),
+            dtypes={
+                name: spec.dtype
+                for name, spec in zip(elements.names, elements.specs, strict=True)
+            },
         )
         self._check_multiple_of_fixed(paddings)
         cardinality = int(dataset.cardinality())
