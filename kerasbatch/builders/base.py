@@ -960,7 +960,11 @@ class Builder(PlannedBuilder):
             XLA compilation each); `"even"` costs far less padding (0.007 of
             padding efficiency at 32 buckets of 64 on the reference
             workloads, against 0.10 for `"pad"`). Both need targets y and a
-            loss that takes `sample_weight`, as `batch_multiple` does.
+            loss that weighs by `sample_weight`, as `batch_multiple` does: a
+            `keras.losses.Loss` whose `__call__` takes no `sample_weight`
+            fails in Keras' first step; one that takes it and ignores it
+            (or a custom `train_step` that drops it) trains on the filler
+            rows, which no builder or callback can see.
         padding: how sequence components are padded: None (value 0, to the
             batch's longest element), a `kerasbatch.Padding` or config dict
             for all components, or a dict mapping component names (`"x"`,
