@@ -10,8 +10,12 @@ signature `(lengths, num_buckets) -> list[int]` and returns boundaries that:
 
 - are a strictly increasing list of Python ints, each at least 1;
 - lie in `(min(lengths), max(lengths)]`, so the first and last buckets hold data;
-- each split the data: no bucket is empty. With fewer distinct lengths than
-  `num_buckets`, fewer boundaries come back (`num_buckets == 1` gives `[]`);
+- each split the data: no bucket is empty;
+- number exactly `min(num_buckets, D) - 1`, with D the number of distinct
+  lengths: `num_buckets - 1` whenever the data has at least `num_buckets`
+  distinct lengths, and fewer only when it has fewer, in which case every
+  distinct length gets a bucket of its own (`num_buckets == 1`, or a single
+  distinct length, gives `[]`);
 - are one more than the largest length in the bucket below them, so padding a
   bucket to `boundary - 1` (`pad_to_bucket_boundary=True`) pads exactly to its
   longest element.
@@ -52,52 +56,54 @@ def uniform(lengths, num_buckets):
 
     The cut points `min + (max - min) * i / num_buckets` (rounded up) are moved
     to the canonical boundary that puts the same lengths in each bucket
-    (one more than the largest length below the cut); duplicates and cuts that
-    leave a bucket empty are dropped.
+    (one more than the largest length below the cut). Where cuts fall into
+    the same gap between two consecutive distinct lengths (they would leave a
+    bucket empty), they are moved apart to the nearest distinct lengths, so
+    that every bucket holds data (`_spread`).
 
     Args:
         lengths: 1-D sequence of non-negative integer lengths.
         num_buckets: the number of buckets wanted, a positive int.
 
     Returns:
-        At most `num_buckets - 1` strictly increasing int boundaries (see the
-        module docstring).
+        `min(num_buckets, D) - 1` strictly increasing int boundaries, D the
+        number of distinct lengths (see the module docstring).
 
     Example:
 
     >>> uniform([1, 2, 3, 4, 5, 6, 7, 8, 9], 4)
     [3, 5, 7]
     >>> uniform([1, 2, 3, 4, 50], 4)  # the cuts 14, 26 and 38 all mean "< 5"
-    [5]
+    [3, 4, 5]
     """
     values, _ = _histogram(lengths)
     num_buckets = _check_num_buckets(num_buckets)
-    if num_buckets == 1 or len(values) == 1:
-        return []
+    if num_buckets >= len(values):
+        return _every_length(values)
     low = int(values[0])
-    span = int(values[-1]) - low
-    # More buckets than integers in (min, max] cannot cut any finer.
-    num_buckets = min(num_buckets, span + 1)
+    span = int(values[-1]) - low  # at least len(values) - 1 >= num_buckets
     i = np.arange(1, num_buckets, dtype=np.int64)
     q, r = divmod(span, num_buckets)
     cuts = low + q * i + (r * i + num_buckets - 1) // num_buckets
     below = np.searchsorted(values, cuts, side="left") - 1
-    return _boundaries_after(values, below)
+    return _boundaries_after(values, _spread(below, len(values)))
 
 
 def quantile(lengths, num_buckets):
     """Boundaries at length quantiles: buckets hold about equally many elements.
 
     Each boundary splits the sorted lengths as close as the ties allow to the
-    `i / num_buckets` quantile.
+    `i / num_buckets` quantile. Where ties put several quantiles at one split
+    (they would leave a bucket empty), those boundaries are moved apart to the
+    nearest distinct lengths, so that every bucket holds data (`_spread`).
 
     Args:
         lengths: 1-D sequence of non-negative integer lengths.
         num_buckets: the number of buckets wanted, a positive int.
 
     Returns:
-        At most `num_buckets - 1` strictly increasing int boundaries (see the
-        module docstring).
+        `min(num_buckets, D) - 1` strictly increasing int boundaries, D the
+        number of distinct lengths (see the module docstring).
 
     Example:
 
@@ -112,20 +118,25 @@ def equal_tokens(lengths, num_buckets):
     """Boundaries so each bucket holds about the same total length (tokens).
 
     Like `quantile`, but every element weighs its length, so long elements get
-    narrower buckets.
+    narrower buckets. Where several token quantiles fall at one split (a few
+    long lengths hold most tokens), those boundaries are moved apart to the
+    nearest distinct lengths, so that every bucket holds data (`_spread`).
+    Zero lengths weigh nothing but still count as a distinct length.
 
     Args:
         lengths: 1-D sequence of non-negative integer lengths.
         num_buckets: the number of buckets wanted, a positive int.
 
     Returns:
-        At most `num_buckets - 1` strictly increasing int boundaries (see the
-        module docstring).
+        `min(num_buckets, D) - 1` strictly increasing int boundaries, D the
+        number of distinct lengths (see the module docstring).
 
     Example:
 
     >>> equal_tokens([1, 1, 2, 2, 3, 3, 40, 50], 4)
-    [4, 41]
+    [3, 4, 41]
+    >>> equal_tokens([1, 2, 3, 4] * 5, 4)  # every length its own bucket
+    [2, 3, 4]
     """
     values, counts = _histogram(lengths)
     return _balanced(values, counts * values, _check_num_buckets(num_buckets))
@@ -320,6 +331,28 @@ def _histogram(lengths):
     return np.unique(arr, return_counts=True)
 
 
+def _every_length(values):
+    """Boundaries giving every distinct length in `values` its own bucket."""
+    return (values[:-1] + 1).tolist()
+
+
+def _spread(below, num_values):
+    """`below` (sorted split indices into `num_values` distinct values, at
+    most `num_values - 1` of them) moved apart to be distinct and in
+    `[0, num_values - 2]`, so that no bucket is empty; indices that already
+    are stay where they are.
+
+    A forward pass lifts each index above the one before it; a backward
+    pass lowers each below the one after it and the last to
+    `num_values - 2`. The second pass keeps the first's order, and both keep
+    index k within `[k, num_values - len(below) - 1 + k]`.
+    """
+    k = np.arange(len(below))
+    below = np.maximum.accumulate(np.maximum(below - k, 0)) + k
+    room = num_values - 1 - len(below)
+    return np.minimum.accumulate(np.minimum(below - k, room)[::-1])[::-1] + k
+
+
 def _boundaries_after(values, below):
     """Boundaries putting `values[: j + 1]` below them, for each `j` in `below`.
 
@@ -333,15 +366,16 @@ def _boundaries_after(values, below):
 
 def _balanced(values, weights, num_buckets):
     """Splits where the cumulative weight is nearest to i / num_buckets."""
-    if num_buckets == 1 or len(values) == 1:
-        return []
+    if num_buckets >= len(values):
+        return _every_length(values)
     cum = np.cumsum(weights)
     targets = cum[-1] * (np.arange(1, num_buckets) / num_buckets)
     splits = cum[:-1]  # weight below a boundary placed after values[j]
     right = np.minimum(np.searchsorted(splits, targets), len(splits) - 1)
     left = np.maximum(right - 1, 0)
     nearer_left = targets - splits[left] <= splits[right] - targets
-    return _boundaries_after(values, np.where(nearer_left, left, right))
+    below = np.where(nearer_left, left, right)
+    return _boundaries_after(values, _spread(below, len(values)))
 
 
 def _optimal_splits(values, counts, num_buckets):

@@ -112,7 +112,9 @@ def assert_valid(lengths, bounds, num_buckets):
     assert isinstance(bounds, list)
     assert all(type(b) is int for b in bounds)
     assert bounds == sorted(set(bounds))
-    assert len(bounds) <= min(num_buckets, len(np.unique(lengths))) - 1
+    # Exactly n - 1 boundaries whenever there are n distinct lengths; fewer
+    # only with fewer distinct lengths, each then a bucket of its own.
+    assert len(bounds) == min(num_buckets, len(np.unique(lengths))) - 1
     assert all(b >= 1 for b in bounds)
     assert all(lengths.min() < b <= lengths.max() for b in bounds)
     counts = np.bincount(bucket_index(lengths, bounds), minlength=len(bounds) + 1)
@@ -137,6 +139,61 @@ def test_properties(name, lengths, num_buckets):
 )
 def test_properties_wide_range(name, lengths, num_buckets):
     assert_valid(lengths, get(name)(lengths, num_buckets), num_buckets)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=150, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 6), min_size=1, max_size=60)
+    | st.lists(st.sampled_from([1, 2, 3, 500, 1000]), min_size=1, max_size=60),
+    num_buckets=st.integers(1, 8),
+)
+def test_properties_with_many_ties(name, lengths, num_buckets):
+    # Few distinct lengths, many ties, or a few long lengths holding most
+    # tokens: where quantiles collide and boundaries used to be dropped.
+    assert_valid(lengths, get(name)(lengths, num_buckets), num_buckets)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=100, deadline=None)
+@given(lengths=small_lengths, num_buckets=bucket_counts)
+def test_enough_distinct_lengths_give_every_boundary_asked(name, lengths, num_buckets):
+    distinct = sorted(set(lengths))
+    bounds = get(name)(lengths, num_buckets)
+    if len(distinct) >= num_buckets:
+        assert len(bounds) == num_buckets - 1
+    else:  # every distinct length in a bucket of its own
+        assert bounds == [v + 1 for v in distinct[:-1]]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_issue_example_five_each_of_four_lengths(name):
+    # Issue 12: five each of lengths 1-4 in 4 buckets gave equal_tokens [3, 4]
+    # (3 buckets: {1, 2} padded to 2, then {3}, {4}: 55 padded positions);
+    # 4 buckets of one length each pad nothing: 50 positions, the tokens.
+    lengths = [1, 2, 3, 4] * 5
+    bounds = get(name)(lengths, 4)
+    assert bounds == [2, 3, 4]
+    assert padded_cost(lengths, bounds) == sum(lengths) == 50
+    assert padded_cost(lengths, [3, 4]) == 55
+
+
+@pytest.mark.parametrize(
+    "strategy, lengths, num_buckets, expected",
+    [
+        # Collided token quantiles are spread to the nearest distinct lengths.
+        (equal_tokens, [1, 1, 2, 2, 3, 3, 40, 50], 4, [3, 4, 41]),
+        (equal_tokens, [1] * 100 + [2, 1000], 3, [2, 3]),
+        # Collided count quantiles too.
+        (quantile, [5] * 90 + [6, 7, 8], 3, [6, 7]),
+        # Evenly spaced cuts all in one gap ("< 5") are spread apart.
+        (uniform, [1, 2, 3, 4, 50], 4, [3, 4, 5]),
+        (uniform, [1, 2, 100, 101], 3, [3, 101]),
+    ],
+)
+def test_collided_boundaries_are_spread(strategy, lengths, num_buckets, expected):
+    assert strategy(lengths, num_buckets) == expected
+    assert_valid(lengths, expected, num_buckets)
 
 
 @pytest.mark.parametrize("name", NAMES)
