@@ -159,16 +159,16 @@ def format_padding(rows, num_elements):
         f"workload, BucketBuilder(boundaries='auto', num_buckets={NUM_BUCKETS}), "
         "epoch 0's plan)",
         "",
-        "| workload | sizing | padding | eff keep | eff pad | loss | shapes keep | "
-        "shapes pad | new shapes per epoch (pad) | batches keep / pad |",
-        "|---|---|---|---:|---:|---:|---:|---:|---|---:|",
+        "| workload | sizing | padding | eff keep | eff pad | loss | "
+        "new shapes in epochs 1, 2, 3: keep | pad | batches keep / pad |",
+        "|---|---|---|---:|---:|---:|---|---|---:|",
     ]
     for r in rows:
         keep, pad = r["keep"], r["pad"]
         lines.append(
             f"| {r['workload']} | {r['sizing']} | {r['variant']} | "
             f"{keep['efficiency']:.4f} | {pad['efficiency']:.4f} | "
-            f"{r['loss']:.4f} | {keep['shapes']} | {pad['shapes']} | "
+            f"{r['loss']:.4f} | {', '.join(map(str, keep['new_shapes']))} | "
             f"{', '.join(map(str, pad['new_shapes']))} | "
             f"{keep['batches']} / {pad['batches']} |"
         )
