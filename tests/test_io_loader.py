@@ -1,5 +1,6 @@
 """TFRecordLoader: every argument of seed 001's tables, its rules and bad inputs."""
 
+import dataclasses
 import json
 import os
 
@@ -642,7 +643,9 @@ def test_list_file_naming_a_missing_data_file(tmp_path, token_dir):
 # ------------------------------------------------------------- bad records
 def mismatched_dir(tmp_path):
     """8 Examples whose `tokens` have 3 values, but record 4's have 2."""
-    write_dataset(tmp_path, [{"tokens": np.arange(3)}])  # the manifest: shape [3]
+    manifest = write_dataset(tmp_path, [{"tokens": np.arange(3)}])  # shape [3]
+    # the file is rewritten with 8 records
+    dataclasses.replace(manifest, record_counts=None).save(tmp_path)
     path = tmp_path / "part-00000-of-00001.tfrecords"
     with tf.io.TFRecordWriter(str(path)) as writer:
         for i in range(8):
@@ -732,20 +735,25 @@ def test_damaged_file_in_a_sequence_loader_is_named(tmp_path, token_dir):
         batches(loader)
 
 
-def test_damaged_compressed_file_is_reported_by_tensorflow(tmp_path):
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_damaged_compressed_file_is_named_and_counted(tmp_path, compression):
     records = [{"tokens": np.arange(n), "label": np.int64(n)} for n in range(1, 9)]
-    write_dataset(tmp_path, records, compression="gzip", num_shards=2)
+    write_dataset(tmp_path, records, compression=compression, num_shards=2)
     files = sorted(p for p in os.listdir(tmp_path) if p.endswith(".tfrecords"))
     path = os.path.join(tmp_path, files[0])
     with open(path, "rb") as file:
         data = file.read()
     with open(path, "wb") as file:
         file.write(data[: len(data) // 2])
-    with pytest.raises(tf.errors.DataLossError):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=rf"TFRecord file\] \[[^\]]*{files[0]}\] \[is corrupt or truncated",
+    ):
         batches(TFRecordLoader(**config(str(tmp_path))))
     skipping = TFRecordLoader(**config(str(tmp_path), on_error="skip"))
     kept = labels(batches(skipping))
     assert set(range(5, 9)) <= set(kept) and len(kept) < 8
+    assert skipping.damaged_files == 1 and skipping.lost_records == 8 - len(kept)
 
 
 # ------------------------------------------------------------------ config

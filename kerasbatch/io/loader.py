@@ -9,7 +9,7 @@ from tensorflow.python.util import deprecation
 
 from kerasbatch.io import features as features_lib
 from kerasbatch.io import length_index, parsing, specifiers, windows
-from kerasbatch.io.records import read_file_records
+from kerasbatch.io.records import gzip_stream_size, read_file_records
 from kerasbatch.io.validation import boolean, check_keys, integer
 
 LOADER_TYPES = ("independent", "continuous_sequence", "discrete_sequence")
@@ -109,6 +109,7 @@ class TFRecordLoader:
         with tf.device("/CPU:0"):
             self._skipped = tf.Variable(0, dtype=tf.int64, trainable=False)
             self._damaged = tf.Variable(0, dtype=tf.int64, trainable=False)
+            self._lost = tf.Variable(0, dtype=tf.int64, trainable=False)
 
     # ----------------------------------------------------------------- config
     def get_config(self):
@@ -149,12 +150,25 @@ class TFRecordLoader:
 
     @property
     def damaged_files(self):
-        """Corrupt or truncated files read up to the damage with `on_error="skip"`.
+        """Corrupt or truncated files read with `on_error="skip"` (each time read).
 
-        Counted for uncompressed files (see `kerasbatch.io.read_file_records`);
-        in compressed ones damage ends the file's records uncounted.
+        Found by counting each file's bytes and, with the manifest's
+        `record_counts`, its records (see `kerasbatch.io.read_file_records`);
+        an uncompressed file is read on past the damage, a compressed one up
+        to it. Each comes with a warning naming the file.
         """
         return int(self._damaged.numpy())
+
+    @property
+    def lost_records(self):
+        """Records lost in damaged files with `on_error="skip"`.
+
+        Exact when the manifest has `record_counts` (`write_dataset` writes
+        them); else the number of damaged stretches, at least 1 per damaged
+        file. Records that were read but do not match the manifest are
+        `skipped_records` instead.
+        """
+        return int(self._lost.numpy())
 
     # --------------------------------------------------------------- validate
     def _validate(self):
@@ -466,10 +480,8 @@ class TFRecordLoader:
                     "no values; TensorFlow cannot unbatch such tensors. Leave it out "
                     "of primary_features (a const secondary feature can make it)."
                 )
-        sizes = [-1] * len(files)
-        if manifest.compression is None:  # damage is found by counting bytes
-            sizes = [tf.io.gfile.stat(file).length for file in files]
-        file_names = tf.data.Dataset.from_tensor_slices((files, sizes))
+        facts = _file_facts(manifest, files, _manifest_path(c["dataset"]))
+        file_names = tf.data.Dataset.from_tensor_slices((files, *facts))
         if shard_files:
             hint = tf.data.experimental.SHARD_HINT
             file_names = file_names.shard(hint, hint)
@@ -479,15 +491,18 @@ class TFRecordLoader:
             )
         file_names = file_names.repeat(c["epochs"]).enumerate()
 
-        def read(visit, file_and_size):
-            file, size = file_and_size
+        def read(visit, file_and_facts):
+            file, stream_size, num_records = file_and_facts
             records = read_file_records(
                 file,
                 manifest.compression,
                 buffer_size=c["num_read_buffer_bytes"],
-                file_size=None if manifest.compression else size,
+                num_records=num_records,
+                stream_size=stream_size,
                 on_damage=c["on_error"],
                 damaged_files=self._damaged,
+                lost_records=self._lost,
+                python_checks=not shard_files,  # tf.data service runs no Python
             )
             if c["type"] == "independent":
                 return records
@@ -713,6 +728,33 @@ def _batch_parser(manifest, primaries):
         return features
 
     return parse
+
+
+def _manifest_path(specifier):
+    """The manifest's path (or directory) of a resolved dataset specifier."""
+    if specifier["type"] == "dir":
+        return specifier["args"]["data_dir"]
+    return specifier["args"]["manifest_file"]
+
+
+def _file_facts(manifest, files, manifest_path):
+    """Per file: the uncompressed stream's size in bytes (-1 unknown) and the
+    number of records (-1 unknown), what the reads check at each file's end.
+
+    The size is the file's for an uncompressed file, the gzip trailer's for a
+    gzip one (one small read per file, here), unknown for zlib.
+    """
+    sizes, counts = [], []
+    for file in files:
+        size = -1
+        if manifest.compression != "zlib":
+            size = tf.io.gfile.stat(file).length
+            if manifest.compression == "gzip":
+                size = gzip_stream_size(file, size)
+        count = manifest.records_in(file, manifest_path)
+        sizes.append(size)
+        counts.append(-1 if count is None else count)
+    return np.array(sizes, np.int64), np.array(counts, np.int64)
 
 
 def _boolean_mask(tensor, mask):

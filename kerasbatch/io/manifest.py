@@ -10,7 +10,12 @@ A dataset is a set of `.tfrecords` files and one `__manifest__.json` with
 - `features`: one object per feature with `name`, `dtype` (a TensorFlow dtype
   name), `shape` (for `var_len` features: the shape of one sequence element),
   `var_len` (required when `allow_var_len` is true), `deserialize_type` and
-  the optional `deserialize_args`.
+  the optional `deserialize_args`;
+- `record_counts` (optional, written by `kerasbatch.io.write_dataset`): the
+  number of records in each data file, keyed by the file's path relative to
+  the manifest's directory (`/`-separated). Readers compare it with the
+  records they read, so a file cut short or damaged anywhere (compressed ones
+  included) is found and its lost records counted.
 
 Deserialize types: `"int"` (an int64 list, cast to `dtype`), `"float"` (a
 float list, cast), `"string"` (a bytes list) and `"raw"` (bytes in a bytes
@@ -52,7 +57,8 @@ RAW_DTYPES = (
 #: The dtype names a manifest may use.
 DTYPES = (*RAW_DTYPES, "uint32", "uint64", "string")
 
-_MANIFEST_KEYS = ("compression", "allow_var_len", "features")
+_MANIFEST_KEYS = ("compression", "allow_var_len", "features", "record_counts")
+_REQUIRED_KEYS = ("compression", "allow_var_len", "features")
 _FEATURE_KEYS = (
     "name",
     "dtype",
@@ -155,6 +161,8 @@ class Manifest:
         allow_var_len: records are `tf.train.SequenceExample`s (True) or
             `tf.train.Example`s (False).
         features: tuple of `FeatureSpec`.
+        record_counts: `{relative file path: number of records}`, or None
+            (see the module's docstring); `records_in(file)` looks one up.
 
     Example:
 
@@ -177,6 +185,7 @@ class Manifest:
     compression: str | None
     allow_var_len: bool
     features: tuple
+    record_counts: dict | None = None
 
     @property
     def names(self):
@@ -193,13 +202,41 @@ class Manifest:
             f"{_quoted(self.names)}."
         )
 
+    def records_in(self, file, manifest_path):
+        """The number of records `record_counts` gives `file`, or None.
+
+        Args:
+            file: a data file's path.
+            manifest_path: the manifest file's path (or its directory), to
+                which the keys of `record_counts` are relative.
+        """
+        if not self.record_counts:
+            return None
+        directory = os.fspath(manifest_path)
+        if directory.endswith(".json"):
+            directory = os.path.dirname(directory)
+        file = os.fspath(file)
+        if "://" in file or "://" in directory:
+            key = (
+                file[len(directory) :].lstrip("/")
+                if file.startswith(directory)
+                else None
+            )
+        else:
+            key = os.path.relpath(os.path.abspath(file), os.path.abspath(directory))
+            key = None if key.startswith("..") else key.replace(os.sep, "/")
+        return self.record_counts.get(key)
+
     def to_dict(self):
         """The manifest as a JSON-ready dict with the keys of the format."""
-        return {
+        data = {
             "compression": self.compression,
             "allow_var_len": self.allow_var_len,
             "features": [spec.to_dict() for spec in self.features],
         }
+        if self.record_counts is not None:
+            data["record_counts"] = dict(self.record_counts)
+        return data
 
     @classmethod
     def from_dict(cls, data, source="<dict>"):
@@ -215,7 +252,7 @@ class Manifest:
         """
         check = _Checker(source)
         check.object(data, "")
-        check.keys(data, "", _MANIFEST_KEYS, required=_MANIFEST_KEYS)
+        check.keys(data, "", _MANIFEST_KEYS, required=_REQUIRED_KEYS)
         compression = data["compression"]
         if compression not in COMPRESSIONS:
             check.fail(
@@ -239,7 +276,17 @@ class Manifest:
                 )
             first_index[spec.name] = index
             specs.append(spec)
-        return cls(compression, allow_var_len, tuple(specs))
+        counts = data.get("record_counts")
+        if counts is not None:
+            check.object(counts, "record_counts")
+            for name, count in counts.items():
+                if not _is_int(count) or count < 0:
+                    check.fail(
+                        f"record_counts[{name!r}]",
+                        f"must be an int >= 0, got {count!r}",
+                    )
+            counts = dict(counts)
+        return cls(compression, allow_var_len, tuple(specs), counts)
 
     def save(self, path):
         """Writes the manifest as JSON and returns the file's path.

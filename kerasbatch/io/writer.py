@@ -1,5 +1,6 @@
 """Writing datasets: records → `.tfrecords` shards and a manifest."""
 
+import dataclasses
 import os
 
 import numpy as np
@@ -39,6 +40,10 @@ def write_dataset(
     - `var_len` True when a feature's first axis differs across records;
       its `shape` is then the trailing shape, which must agree;
     - `allow_var_len` True when any feature is `var_len`.
+
+    The manifest records how many records each file holds
+    (`record_counts`), so that readers find a file cut short or damaged
+    anywhere, compressed or not, and count the records lost.
 
     Args:
         path: the dataset directory (created if needed).
@@ -118,6 +123,13 @@ def write_dataset(
         with tf.io.TFRecordWriter(file_path, options) as writer:
             for _, arrays in file_records:
                 writer.write(_serialize(arrays, manifest))
+    manifest = dataclasses.replace(
+        manifest,
+        record_counts={
+            os.path.normpath(name).replace(os.sep, "/"): len(file_records)
+            for name, file_records in zip(names, files, strict=True)
+        },
+    )
     manifest.save(path)  # last: an interrupted write leaves no loadable dataset
     return manifest
 
