@@ -45,9 +45,11 @@ class TinyModel(keras.Model):
     def call(self, x):
         return self.out(self.pool(self.embed(x)))
 
-    def train_step(self, data):
-        self.shapes.append(tuple(data[0].shape))
-        return super().train_step(data)
+    # The data is the last argument on every backend (JAX passes the state
+    # first).
+    def train_step(self, *arguments):
+        self.shapes.append(tuple(arguments[-1][0].shape))
+        return super().train_step(*arguments)
 
     def train_on_batch(self, x, y=None, **kwargs):
         if self.out_of_memory_above is not None and len(x) > self.out_of_memory_above:

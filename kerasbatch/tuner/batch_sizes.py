@@ -127,7 +127,9 @@ class ProcessMemoryLimit(MemoryLimit):
       where earlier work in the process left memory in the pool, and low by
       what the first steps add outside the allocator for good (traced
       functions: tens of MB).
-    - Without it (`TF_ENABLE_ONEDNN_OPTS=0`, or platforms without oneDNN),
+    - Without it (`TF_ENABLE_ONEDNN_OPTS=0`, platforms without oneDNN, or a
+      backend other than TensorFlow, such as JAX, whose steps never touch
+      TensorFlow's allocator),
       freed tensors go back to the system (resident memory falls back to
       within tens of MB of its value before a step of 2 GB), so the peak
       resident memory itself is honest: `VmHWM` of `/proc/self/status`,
@@ -514,7 +516,14 @@ def _allocator_peak():
 
 
 def _reset_allocator_peak():
-    """Resets the CPU allocator's peak; False if it keeps no statistics."""
+    """Resets the CPU allocator's peak; False if it keeps no statistics.
+
+    Only TensorFlow's backend trains with that allocator: on JAX the steps
+    allocate through XLA's own client, which the statistics never see (every
+    probe would measure a peak of nothing), so there are none to use.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return False
     try:
         tf.config.experimental.reset_memory_stats("CPU:0")
     except ValueError:
