@@ -176,7 +176,7 @@ def format_padding(rows, num_elements):
 
 
 # ---------------------------------------------------------- part 2: training
-def method_names(model, sorted_multiple):
+def method_names(model, sorted_multiple, wanted=None):
     names = [
         "padded_batch",
         "bucket_by_sequence_length",
@@ -187,6 +187,11 @@ def method_names(model, sorted_multiple):
     ]
     if model == "transformer":
         names.append("PackedBuilder")
+    if wanted:
+        unknown = set(wanted) - set(names)
+        if unknown:
+            raise SystemExit(f"Unknown methods {sorted(unknown)}; valid: {names}")
+        names = [n for n in names if n in wanted]
     return names
 
 
@@ -320,7 +325,7 @@ def worker(args):
     x, y, lengths = workloads.sequences(
         "lognormal", args.elements, compare_builders.VOCAB
     )
-    names = method_names(args.model, args.sorted_multiple)
+    names = method_names(args.model, args.sorted_multiple, args.methods)
     states = {}
     for name in names:
         dataset, builder = make_method(
@@ -414,6 +419,8 @@ def run_worker(backend, model, args):
         "--sorted-multiple",
         str(args.sorted_multiple),
     ]
+    if args.methods:
+        command += ["--methods", ",".join(args.methods)]
     env = dict(os.environ, KERAS_BACKEND=backend)
     if backend == "tensorflow":
         # INFO logs on, and device_compiler's log of every XLA compilation.
@@ -580,6 +587,7 @@ def plot(reports, path):
         for p, total in zip(positions, left, strict=True):
             ax.text(total, p, f" {total:.0f}", va="center", fontsize=8)
         ax.axvline(NUM_BUCKETS, color="tab:red", linestyle="--", linewidth=1)
+        ax.set_xlim(0, max(left.max(), NUM_BUCKETS) * 1.15)
         ax.set_yticks(positions, names, fontsize=8)
         ax.invert_yaxis()
         ax.set_xlabel("XLA compiles (stacked by epoch)")
@@ -612,12 +620,19 @@ def parse_args(argv=None):
         default=16,
         help="pad_to_multiple of the SortedBuilder row",
     )
+    parser.add_argument(
+        "--methods",
+        default="",
+        help="comma-separated subset of the methods (the targets need "
+        "padded_batch, bucket_by_sequence_length, BucketBuilder[32], bounded)",
+    )
     parser.add_argument("--padding-only", action="store_true", help="part 1 only")
     parser.add_argument("--output", help="write the results as JSON here")
     parser.add_argument("--plot", help="save a PNG of compiles per epoch here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", choices=MODELS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.methods = [m for m in args.methods.split(",") if m]
     if args.epochs < 2:
         parser.error("--epochs must be >= 2 (new compiles in later epochs)")
     return args
