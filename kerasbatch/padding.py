@@ -147,8 +147,9 @@ def check_value(value, dtype, name):
         component.
 
     Raises:
-        TypeError: a str for a numeric dtype, a number for a string dtype, a
-            bool for a number dtype, or a complex number for a real one.
+        TypeError: a str for a numeric dtype, a number for a string dtype,
+            or a complex number for a real one. (A bool pads numbers as 0
+            or 1.)
         ValueError: a value the dtype cannot hold: not an integer or outside
             the range of an int dtype (0.5 or -1 for uint8), other than 0 and
             1 for bool, finite but beyond the largest value of a float dtype.
@@ -182,8 +183,6 @@ def check_value(value, dtype, name):
         if value in (0, 1):
             return value
         raise ValueError(f"{where} does not fit its dtype bool: give 0, 1 or a bool.")
-    if isinstance(value, bool | np.bool_):
-        raise TypeError(f"{where}: a bool cannot pad its dtype {dtype_name}.")
     if isinstance(value, complex) and kind != "c":
         raise TypeError(f"{where}: a complex number cannot pad dtype {dtype_name}.")
     if kind in "iu":

@@ -284,7 +284,7 @@ def test_packed_string_sequences():
         (1e6, "float16", ValueError, r"float16: it is beyond its largest value"),
         (1e39, "bfloat16", ValueError, r"bfloat16: it is beyond"),
         ("", "int32", TypeError, r"'' for component 'x': a str cannot pad .* int32"),
-        (True, "float32", TypeError, r"a bool cannot pad its dtype float32"),
+        (1j, "float32", TypeError, r"a complex number cannot pad dtype float32"),
         (1, "string", TypeError, r"holds strings, .* must be a str"),
     ],
 )
@@ -302,6 +302,7 @@ def test_check_value_names_the_component_and_the_dtype(value, dtype, error, matc
         (2.0, "int16"),
         (np.int64(-1), "int64"),
         (False, "bool"),
+        (True, "int64"),
         (1, "bool"),
         (float("-inf"), "bfloat16"),
         (float("nan"), "float16"),
