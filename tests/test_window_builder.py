@@ -248,6 +248,17 @@ def test_sparse_truncation_and_user_reducers():
     assert int(count) == sum(int((d[:2] != 0).sum()) for d in dense)
 
 
+def to_dense(x):
+    """A sparse batch made dense, as each backend receives it.
+
+    TensorFlow trains on the `tf.SparseTensor`; Keras hands JAX a BCOO array
+    (or, building the model from the dataset's spec, a dense one).
+    """
+    if isinstance(x, tf.SparseTensor):
+        return tf.sparse.to_dense(x)
+    return x.todense() if hasattr(x, "todense") else x
+
+
 class SparseModel(keras.Model):
     """Sums a sparse (batch, time, 3) input over time; records every batch."""
 
@@ -257,12 +268,19 @@ class SparseModel(keras.Model):
         self.recorded = []
 
     def call(self, x):
-        return self.out(tf.reduce_sum(tf.sparse.to_dense(x), axis=1))
+        return self.out(keras.ops.sum(to_dense(x), axis=1))
 
-    def train_step(self, data):
-        x, y = data
-        self.recorded.append((tf.sparse.to_dense(x).numpy(), y.numpy().tolist()))
-        return super().train_step(data)
+    # The data is the last argument on every backend (JAX passes the state
+    # first); run_eagerly makes it concrete.
+    def train_step(self, *arguments):
+        x, y = arguments[-1]
+        self.recorded.append(
+            (
+                keras.ops.convert_to_numpy(to_dense(x)),
+                keras.ops.convert_to_numpy(y).tolist(),
+            )
+        )
+        return super().train_step(*arguments)
 
 
 def test_sparse_windows_train_a_model_with_the_callbacks():
