@@ -220,6 +220,30 @@ def test_chunk_order_is_a_pure_function_of_seed_and_epoch():
 
 
 # --------------------------------------------------- inference, reassembly
+def predict_whole(model, dataset):
+    """`model.predict` of whole sequences, whose batches differ in length.
+
+    TensorFlow's `predict` joins such batches into a `tf.RaggedTensor`; JAX's
+    joins batches of one length only, so there each batch is predicted on its
+    own and the outputs padded to the longest (`reassemble` reads only each
+    sequence's frames).
+    """
+    if keras.backend.backend() == "tensorflow":
+        return model.predict(dataset, verbose=0)
+    batches = dataset.as_numpy_iterator()
+    outputs = [np.asarray(model.predict_on_batch(batch)) for batch in batches]
+    longest = max(output.shape[1] for output in outputs)
+    return np.concatenate(
+        [
+            np.pad(
+                output,
+                [(0, 0), (0, longest - output.shape[1])] + [(0, 0)] * (output.ndim - 2),
+            )
+            for output in outputs
+        ]
+    )
+
+
 def identity_model(features):
     return keras.Sequential([keras.Input((None, features)), keras.layers.Identity()])
 
@@ -246,7 +270,7 @@ def test_whole_sequence_inference_pads_by_the_context_and_trims_outputs():
     batches = collect(dataset)
     assert [b.shape[1] for (b,) in batches] == [23 + 3, 40 + 3, 17 + 3]
     np.testing.assert_array_equal(batches[0][0][0, :, 0], [0, 0, *x[0][:, 0], 0])
-    predictions = identity_model(1).predict(dataset, verbose=0)  # ragged
+    predictions = predict_whole(identity_model(1), dataset)  # ragged
     restored = whole.reassemble(predictions, cut_context=True)
     for original, back in zip(x, restored, strict=True):
         np.testing.assert_array_equal(back, original)
@@ -285,7 +309,7 @@ def test_valid_convolutions_give_the_same_outputs_on_chunks_and_whole_sequences(
     builder = kerasbatch.ChunkBuilder(7, chunk_step=5, context=(2, 3), batch_size=4)
     from_chunks = builder.reassemble(model.predict(builder.build(x), verbose=0))
     whole = builder.for_inference()
-    from_whole = whole.reassemble(model.predict(whole.build(x), verbose=0))
+    from_whole = whole.reassemble(predict_whole(model, whole.build(x)))
     for a, b, sequence in zip(from_chunks, from_whole, x, strict=True):
         assert a.shape == (len(sequence), 2)
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -327,10 +351,12 @@ class RecordingDenoiser(keras.Model):
     def call(self, x):
         return self.conv(x)
 
-    def train_step(self, data):
-        first_frame = np.asarray(data[0])[:, self.left_context, 0]
+    # The data is the last argument on every backend (JAX passes the state
+    # first); run_eagerly makes it concrete.
+    def train_step(self, *arguments):
+        first_frame = np.asarray(arguments[-1][0])[:, self.left_context, 0]
         self.recorded.append(first_frame.astype(int).tolist())
-        return super().train_step(data)
+        return super().train_step(*arguments)
 
 
 def test_fit_on_chunks_with_epoch_reshuffle_and_padding_efficiency():
