@@ -479,10 +479,13 @@ class RecordingPooledModel(keras.Model):
         pooled = self.pool(features, inputs["segment_ids"])
         return self.out(pooled)
 
-    def train_step(self, data):
+    # The data is the last argument on every backend (JAX passes the state
+    # first); run_eagerly makes it concrete.
+    def train_step(self, *arguments):
+        data = arguments[-1]
         labels, weights = np.asarray(data[1])[..., 0], np.asarray(data[2])
         self.recorded.append([int(v) for v in labels[weights > 0]])
-        return super().train_step(data)
+        return super().train_step(*arguments)
 
 
 def fit_and_record(x, epochs, initial_epoch=0):
