@@ -511,9 +511,14 @@ class SharedSettings(Configurable):
         component, so a per-component padding dict is cut to the names known.
         """
         parsed = self._parsed_padding
+        dtypes = None
         if data.lengths_only and isinstance(parsed, dict):
             parsed = {name: p for name, p in parsed.items() if name in names}
-        paddings = padding_lib.resolve_padding(parsed, names, default_length)
+        if not data.lengths_only:  # padding values are checked against them
+            dtypes = {c.name: c.values.dtype for c in data.components}
+        paddings = padding_lib.resolve_padding(
+            parsed, names, default_length, dtypes=dtypes
+        )
         self._check_multiple_of_fixed(paddings)
         return paddings
 
