@@ -32,6 +32,7 @@ def fit_and_record(builder, x, epochs, initial_epoch=0, callbacks=()):
     return batches_per_epoch(model.recorded, num_batches)
 
 
+@pytest.mark.backend
 def test_three_epochs_of_fit_see_every_element_exactly_once_per_epoch():
     x, _ = make_sequences(120)
     builder = bucket_builder()

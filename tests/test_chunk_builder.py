@@ -359,6 +359,7 @@ class RecordingDenoiser(keras.Model):
         return super().train_step(*arguments)
 
 
+@pytest.mark.backend
 def test_fit_on_chunks_with_epoch_reshuffle_and_padding_efficiency():
     x = frame_ids(LENGTHS)
     y = [np.sin(s[:, 0]) for s in x]

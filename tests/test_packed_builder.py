@@ -511,6 +511,7 @@ def fit_and_record(x, epochs, initial_epoch=0):
     return builder, history, batches
 
 
+@pytest.mark.backend
 def test_fit_with_epoch_reshuffle_and_padding_efficiency():
     x, _ = numbered_sequences(120, min_length=1)
     builder, history, epochs = fit_and_record(x, epochs=3)

@@ -18,6 +18,7 @@ SEGMENT_IDS = np.array(
 
 
 # ------------------------------------------------------------------ mask
+@pytest.mark.backend
 def test_attention_mask_is_block_diagonal_over_real_segments():
     mask = np.asarray(SegmentAttentionMask()(SEGMENT_IDS))
     assert mask.dtype == bool and mask.shape == (3, 8, 8)
@@ -27,6 +28,7 @@ def test_attention_mask_is_block_diagonal_over_real_segments():
                 assert mask[b, q, k] == (ids[q] == ids[k] != 0)
 
 
+@pytest.mark.backend
 def test_attention_mask_in_a_functional_model():
     segment_ids = keras.Input((None,), dtype="int32")
     mask = SegmentAttentionMask()(segment_ids)
@@ -38,6 +40,7 @@ def test_attention_mask_in_a_functional_model():
 
 
 # --------------------------------------------------------------- pooling
+@pytest.mark.backend
 def test_pooling_averages_every_segment_into_its_slot():
     rng = np.random.default_rng(0)
     features = rng.normal(size=(3, 8, 5)).astype("float32")
@@ -50,12 +53,14 @@ def test_pooling_averages_every_segment_into_its_slot():
             np.testing.assert_allclose(pooled[b, slot], expected, rtol=1e-6)
 
 
+@pytest.mark.backend
 def test_pooling_leaves_out_segments_beyond_max_segments():
     features = np.arange(8, dtype="float32").reshape(1, 8, 1)
     pooled = np.asarray(SegmentPooling(2)(features, SEGMENT_IDS[:1]))
     np.testing.assert_allclose(pooled[0, :, 0], [1.0, 3.5])
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("bad", [0, -1, 2.0, None, True])
 def test_pooling_needs_a_positive_int(bad):
     with pytest.raises(ValueError, match="max_segments must be a positive int"):
@@ -63,6 +68,7 @@ def test_pooling_needs_a_positive_int(bad):
 
 
 # ----------------------------------------------------------- loss weights
+@pytest.mark.backend
 def test_loss_weights_mask_padding_and_optionally_normalise():
     weights = np.asarray(SegmentLossWeights()(SEGMENT_IDS))
     np.testing.assert_array_equal(weights, (SEGMENT_IDS > 0).astype("float32"))
@@ -76,6 +82,7 @@ def test_loss_weights_mask_padding_and_optionally_normalise():
         np.testing.assert_allclose(sums[present], 1, rtol=1e-6)
 
 
+@pytest.mark.backend
 def test_loss_weights_match_the_builders_sample_weights():
     x = [np.arange(1, n + 1) for n in (5, 3, 9, 2, 7, 1)]
     for normalize in (False, True):
@@ -90,12 +97,14 @@ def test_loss_weights_match_the_builders_sample_weights():
         )
 
 
+@pytest.mark.backend
 def test_loss_weights_normalize_must_be_a_bool():
     with pytest.raises(TypeError, match="normalize must be True or False"):
         SegmentLossWeights(normalize=1)
 
 
 # ---------------------------------------------------------------- config
+@pytest.mark.backend
 @pytest.mark.parametrize(
     "layer",
     [SegmentAttentionMask(), SegmentPooling(7), SegmentLossWeights(normalize=True)],
@@ -165,11 +174,13 @@ def test_a_packed_sequence_gets_the_outputs_it_gets_alone():
         np.testing.assert_allclose(packed, alone, atol=1e-5, rtol=0)
 
 
+@pytest.mark.backend
 def test_without_the_segment_mask_packed_sequences_leak_into_each_other():
     pairs = packed_and_alone_outputs(transformer_encoder(with_mask=False))
     assert max(np.abs(packed - alone).max() for packed, alone in pairs) > 1e-2
 
 
+@pytest.mark.backend
 def test_packed_transformer_classifier_trains_saves_and_loads(tmp_path):
     rng = np.random.default_rng(0)
     lengths = rng.integers(2, 30, 120)

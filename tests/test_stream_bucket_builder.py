@@ -750,6 +750,7 @@ def test_callbacks_in_a_real_fit_are_exact_and_resume_exactly():
     assert history.history["padding_efficiency"] == pytest.approx(expected[2:])
 
 
+@pytest.mark.backend
 def test_fit_on_infinite_data_with_steps_per_epoch():
     _, lengths = make_sequences(60, seed=19)
     builder = kerasbatch.StreamBucketBuilder(boundaries=[20], batch_size=8)

@@ -172,6 +172,7 @@ def test_throughput_needs_data_not_lengths(tmp_path):
 
 
 # -------------------------------------------------- padding_efficiency objective
+@pytest.mark.backend
 def test_padding_efficiency_matches_the_builder_exactly(tmp_path, data):
     x, y = data
     tuner = tuner_for(tmp_path, max_trials=4)
@@ -259,6 +260,7 @@ def test_throughput_counts_real_positions_of_the_timed_steps(
     )
 
 
+@pytest.mark.backend
 def test_throughput_search_finds_a_best_builder(tmp_path, data):
     tuner = tuner_for(
         tmp_path,
@@ -274,6 +276,7 @@ def test_throughput_search_finds_a_best_builder(tmp_path, data):
 
 
 # -------------------------------------------------------------- metric objective
+@pytest.mark.backend
 def test_val_loss_search_records_all_three_figures(tmp_path, data):
     callback_epochs = []
 

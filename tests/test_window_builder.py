@@ -390,6 +390,7 @@ def test_windows_are_deterministic_per_seed_and_epoch_and_reshuffled():
     assert [b.tolist() for b in other.plan(0).batches()] != orders[0]
 
 
+@pytest.mark.backend
 def test_windows_train_a_model_with_epoch_reshuffle_and_padding_efficiency():
     x, _ = make_sequences(40, max_length=12)
     builder = kerasbatch.WindowBuilder(5, 5, seed=2, reducers={"x": "padded"})
