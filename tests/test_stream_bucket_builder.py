@@ -1163,13 +1163,6 @@ def mapped(dataset, function):
         ),
         (
             kerasbatch.StreamBucketBuilder(boundaries=[4]),
-            lambda: mapped(stream([2, 3]), lambda x, i: tf.strings.as_string(x)),
-            None,
-            TypeError,
-            r"x has non-numeric dtype",
-        ),
-        (
-            kerasbatch.StreamBucketBuilder(boundaries=[4]),
             lambda: stream([2, 3]),
             [2, 3, 4],
             ValueError,
