@@ -615,10 +615,12 @@ def test_check_corrupt_file(tmp_path, compression):
     ((where, index, message),) = check.errors
     assert where == file
     assert message.startswith("corrupt or truncated file: ")
-    assert index == check.num_records < 20
-    if compression is None:  # compressed reads fail where decompression does
-        assert 8 <= index <= 10
+    assert check.lost_records == {file: 1}
+    if compression is None:  # read on past the damaged record
+        assert 8 <= index <= 10 and check.num_records == 19
         assert "corrupted record" in message
+    else:  # compressed reads fail where decompression does
+        assert index == check.num_records < 20
 
 
 def test_check_records_that_do_not_match_the_manifest(tmp_path):

@@ -27,6 +27,7 @@ from kerasbatch.io.parsing import (
     check_dataset,
     make_batch_parser,
     make_parser,
+    parse_batches,
 )
 from kerasbatch.io.records import read_file_records
 from kerasbatch.io.writer import write_dataset, write_list_file
@@ -44,6 +45,7 @@ __all__ = [
     "load_manifest",
     "make_batch_parser",
     "make_parser",
+    "parse_batches",
     "read_file_records",
     "write_dataset",
     "write_list_file",

@@ -397,7 +397,13 @@ class TFRecordLoader:
             self.config["primary_features"], manifest, self._where("primary_features")
         )
         names = [p.from_name for p in primaries]
-        return parsing.check_dataset(manifest, files, names, verbose=verbose)
+        return parsing.check_dataset(
+            manifest,
+            files,
+            names,
+            verbose=verbose,
+            manifest_path=_manifest_path(self.config["dataset"]),
+        )
 
     def _plan_features(self, manifest, input_names, output_names):
         c = self.config
@@ -544,26 +550,35 @@ class TFRecordLoader:
         """Batches of `_PARSE_BATCH` parsed records keyed by `to_name`.
 
         One parse op and one set of checks per batch; with `on_error="skip"`
-        the bad records are left out of their batch and counted.
+        (`kerasbatch.io.parse_batches`) the bad records are left out of their
+        batch and counted, those that TensorFlow's parse op fails on (a value
+        of another type, bytes that are no Example) included: a batch it fails
+        on is parsed again record by record.
         """
         c = self.config
         names = {p.from_name: p.to_name for p in plan.primaries}
-        parse = parsing.make_batch_parser(
-            plan.manifest, list(names), on_error=c["on_error"]
-        )
 
-        def parse_and_rename(serialized, files, indices):
-            parsed = parse(serialized, files, indices)
-            if c["on_error"] == "raise":
-                return {names[k]: v for k, v in parsed.items()}
-            features, valid = parsed
-            counted = self._skipped.assign_add(
-                tf.reduce_sum(tf.cast(tf.logical_not(valid), tf.int64))
+        def rename(features):
+            return {names[k]: v for k, v in features.items()}
+
+        if c["on_error"] == "raise":
+            # one parse op per batch, nothing around it: the fast path. Its
+            # errors name the file and record, but for bytes that are no
+            # Example (TensorFlow's "Could not parse example input").
+            parse = parsing.make_batch_parser(plan.manifest, list(names))
+            return self._map(
+                records.batch(_PARSE_BATCH), lambda *batch: rename(parse(*batch))
             )
-            with tf.control_dependencies([counted]):
-                return {names[k]: _boolean_mask(v, valid) for k, v in features.items()}
-
-        return self._map(records.batch(_PARSE_BATCH), parse_and_rename)
+        parsed = parsing.parse_batches(
+            records.batch(_PARSE_BATCH),
+            plan.manifest,
+            list(names),
+            on_error=c["on_error"],
+            counter=self._skipped,
+            num_parallel_calls=c["num_parallel_parses"],
+            deterministic=not c["sloppy_interleave"],
+        )
+        return parsed.map(rename)
 
     def _map(self, dataset, function):
         """`dataset.map` of batches with `num_parallel_parses` parallel calls."""
@@ -755,9 +770,3 @@ def _file_facts(manifest, files, manifest_path):
         sizes.append(size)
         counts.append(-1 if count is None else count)
     return np.array(sizes, np.int64), np.array(counts, np.int64)
-
-
-def _boolean_mask(tensor, mask):
-    if isinstance(tensor, tf.RaggedTensor):
-        return tf.ragged.boolean_mask(tensor, mask)
-    return tf.boolean_mask(tensor, mask)

@@ -154,9 +154,12 @@ def _make_parse(manifest, names, on_error, batched):
     Both run the same code: the values of a batch are TensorFlow ragged
     tensors with a first, record axis that those of one record lack, and the
     checks reduce and decode along their last axes, whatever comes before.
+    With `on_error="defer"` it returns `(features, valid, message)` as
+    `"skip"` does plus the message `"raise"` fails with ("" when valid), for
+    a later assertion.
     """
     specs = _select(manifest, names)
-    if on_error not in ON_ERROR:
+    if on_error not in (*ON_ERROR, "defer"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
     parse_stored = _stored_parser(manifest, specs, batched)
 
@@ -183,9 +186,163 @@ def _make_parse(manifest, names, on_error, batched):
             lambda: _decode_all(specs, stored),
             lambda: _decode_all(specs, stored, valid),
         )
+        if on_error == "defer":
+            return decoded, valid, _failure_text(all_valid, valid, checks, file, index)
         return decoded, valid
 
     return parse
+
+
+def parse_batches(
+    batches,
+    manifest,
+    names=None,
+    *,
+    on_error="raise",
+    counter=None,
+    num_parallel_calls=None,
+    deterministic=None,
+):
+    """Parses a dataset of record batches, any bad record found and named.
+
+    `batches` holds batched `read_file_records` elements, `(serialized,
+    files, indices)` vectors. Each batch is parsed as by `make_batch_parser`;
+    one whose parse op fails (a value stored as another type than the
+    manifest says, bytes that are no `tf.train.Example`) is parsed again
+    record by record, so that the bad records are found: `"skip"` leaves
+    them out like the records that do not match the manifest, `"raise"`
+    fails naming the file and record. Only such a batch costs more.
+
+    Args:
+        batches: the dataset of record batches (e.g.
+            `read_file_records(...).batch(256)`).
+        manifest: the dataset's `Manifest`.
+        names: the features to parse, in order (default all of them).
+        on_error: `"raise"` or `"skip"`.
+        counter: with `"skip"`, an int64 `tf.Variable` that the number of
+            records left out is added to.
+        num_parallel_calls, deterministic: for the parsing, as for
+            `tf.data.Dataset.map`.
+
+    Returns:
+        A dataset of `{name: tensor}` batches as `make_batch_parser`'s
+        function returns them (dense or ragged), without the bad records
+        with `"skip"`. A batch may come as several smaller ones (those
+        parsed again record by record).
+
+    Example:
+
+    >>> import tempfile
+    >>> import tensorflow as tf
+    >>> from kerasbatch.io import Manifest, parse_batches, read_file_records
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> file = tmp.name + "/data.tfrecords"
+    >>> def example(values):
+    ...     feature = tf.train.Feature(**values)
+    ...     return tf.train.Example(features=tf.train.Features(
+    ...         feature={"x": feature})).SerializeToString()
+    >>> with tf.io.TFRecordWriter(file) as writer:
+    ...     writer.write(example({"int64_list": tf.train.Int64List(value=[1])}))
+    ...     writer.write(example({"float_list": tf.train.FloatList(value=[2])}))
+    ...     writer.write(b"no Example")
+    ...     writer.write(example({"int64_list": tf.train.Int64List(value=[4])}))
+    >>> manifest = Manifest.from_dict({"compression": None, "allow_var_len": False,
+    ...     "features": [{"name": "x", "dtype": "int64", "shape": [],
+    ...                   "deserialize_type": "int"}]})
+    >>> skipped = tf.Variable(0, dtype=tf.int64)
+    >>> batches = parse_batches(read_file_records(file, None).batch(4), manifest,
+    ...                         on_error="skip", counter=skipped)
+    >>> [int(x) for batch in batches for x in batch["x"]], int(skipped.numpy())
+    ([1, 4], 2)
+    >>> try:
+    ...     list(parse_batches(read_file_records(file, None).batch(4), manifest))
+    ... except tf.errors.InvalidArgumentError as error:
+    ...     print(f"record 1 of file {file}: cannot be parsed" in str(error))
+    True
+    >>> tmp.cleanup()
+    """
+    if on_error not in ON_ERROR:
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
+    parse = _make_parse(manifest, names, "defer", batched=True)
+    kind = "SequenceExample" if manifest.allow_var_len else "Example"
+
+    def parse_block(serialized, files, indices):
+        """The parsed batch; if its parse op fails, its records parsed one by
+        one (as one batch)."""
+        batch = (serialized, files, indices)
+        parsed = tf.data.Dataset.from_tensors(batch).map(parse).ignore_errors()
+        again = (
+            tf.data.Dataset.from_tensors(batch)
+            .flat_map(one_by_one)
+            .batch(tf.int64.max)
+            .map(
+                lambda features, valid, texts: (
+                    features,
+                    valid,
+                    tf.strings.reduce_join(
+                        tf.boolean_mask(texts, tf.logical_not(valid))[:1]
+                    ),
+                )
+            )
+        )
+        return parsed.concatenate(again).take(1)
+
+    def one_by_one(serialized, files, indices):
+        records = tf.data.Dataset.from_tensor_slices((serialized, files, indices))
+        return records.flat_map(one).unbatch()
+
+    def one(serialized, file, index):
+        """One record parsed as a batch of one, or found unparsable; the
+        batch's message for each record, the record's own first."""
+        batch = (serialized[None], file[None], index[None])
+        parsed = tf.data.Dataset.from_tensors(batch).map(parse).ignore_errors()
+
+        def unparsable(serialized, files, indices):
+            text = tf.strings.join(
+                [
+                    "record ",
+                    tf.strings.as_string(index),
+                    " of file ",
+                    file,
+                    ": cannot be parsed as the manifest says (a value stored as "
+                    f"another type, or bytes that are no tf.train.{kind}); "
+                    "TFRecordLoader.check() shows TensorFlow's message",
+                ]
+            )
+            features, _, _ = parse(tf.constant([""]), files, indices)  # a filler
+            return features, tf.constant([False]), text
+
+        failed = tf.data.Dataset.from_tensors(batch).map(unparsable)
+        return (
+            parsed.concatenate(failed)
+            .take(1)
+            .map(lambda features, valid, text: (features, valid, text[None]))
+        )
+
+    if num_parallel_calls and num_parallel_calls > 1:
+        parsed = batches.interleave(
+            parse_block,
+            cycle_length=num_parallel_calls,
+            num_parallel_calls=num_parallel_calls,
+            deterministic=deterministic,
+        )
+    else:
+        parsed = batches.flat_map(parse_block)
+
+    def finish(features, valid, text):
+        if on_error == "raise":
+            text = tf.strings.reduce_join(text)  # the first invalid record's, else ""
+            check = tf.debugging.Assert(tf.reduce_all(valid), [text])
+            with tf.control_dependencies([check]):
+                return tf.nest.map_structure(_identity, features)
+        invalid = tf.reduce_sum(tf.cast(tf.logical_not(valid), tf.int64))
+        updates = [] if counter is None else [counter.assign_add(invalid)]
+        with tf.control_dependencies(updates):
+            return {
+                name: _boolean_mask(values, valid) for name, values in features.items()
+            }
+
+    return parsed.map(finish)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,13 +353,19 @@ class DatasetCheck:
         num_records: the records read, in all files.
         records_per_file: `{file: records read}`.
         errors: `(file, record index, message)` of every problem: a record
-            that does not match the manifest, or a file that cannot be read
-            from that record on (corrupt, truncated, missing).
+            that does not match the manifest, or damage at that record
+            (corrupt, truncated or missing file, a compressed stream cut
+            short or failing its checksum, fewer records than the manifest's
+            `record_counts`).
+        lost_records: `{file: records lost}` of each damaged file: exact
+            when the manifest has `record_counts`, else the number of damaged
+            stretches (at least 1).
     """
 
     num_records: int
     records_per_file: dict
     errors: tuple
+    lost_records: dict = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self):
@@ -225,25 +388,29 @@ class DatasetCheck:
         )
 
 
-def check_dataset(manifest, files, names=None, *, verbose=1):
+def check_dataset(manifest, files, names=None, *, verbose=1, manifest_path=None):
     """Reads and parses every record of `files`, collecting the problems.
 
     Unlike a training pipeline, the check goes on after a bad record and
     names the file and record of every problem, including those TensorFlow's
     parse op reports without them (a value of another type than the
-    manifest says).
+    manifest says, bytes that are no Example).
 
-    A file that cannot be read on (corrupt, truncated or missing) is one
-    problem, at the index of the first record not read; the rest of that
-    file goes unchecked. In compressed files the damage is found where
-    decompression fails, which may be a few records before it, and a gzip
-    file cut inside its 8-byte trailer reads without error.
+    Damage is checked independently of TensorFlow's reader: an uncompressed
+    file is read on past each damaged stretch (to the next record whose CRCs
+    verify), a compressed one is decompressed in Python too, to find a
+    stream cut short or failing its checksum (TensorFlow's reader may end
+    such a file silently), and with `manifest_path` the records read are
+    compared with the manifest's `record_counts`. Each damaged file has its
+    lost records in `lost_records`.
 
     Args:
         manifest: the dataset's `Manifest`.
         files: the data files.
         names: the features to check (default all).
         verbose: show a progress bar over the records (0: silent).
+        manifest_path: the manifest's file or directory, which the keys of
+            its `record_counts` are relative to (None: counts unused).
 
     Returns:
         A `DatasetCheck`; `raise_if_errors()` turns its problems into an error.
@@ -261,6 +428,11 @@ def check_dataset(manifest, files, names=None, *, verbose=1):
     >>> check = check_dataset(manifest, [file], verbose=0)
     >>> check.num_records, check.errors[0][1:]
     (1, (0, 'feature `x` has 3 values, the shape [2] in the manifest needs 2'))
+    >>> with open(file, "r+b") as handle:  # cut the file short
+    ...     _ = handle.truncate(10)
+    >>> check = check_dataset(manifest, [file], verbose=0, manifest_path=tmp.name)
+    >>> check.errors[0][1:], check.lost_records
+    ((0, 'corrupt or truncated file: truncated record at byte 0'), {...: 1})
     >>> tmp.cleanup()
     """
     parse = make_parser(manifest, names)
@@ -273,17 +445,46 @@ def check_dataset(manifest, files, names=None, *, verbose=1):
     if verbose:
         print(f"Checking the records of {len(files)} files")
         progress = keras.utils.Progbar(None, verbose=verbose, unit_name="record")
-    records_per_file = {}
-    errors = []
-    total = 0
+    checker = _FileChecker(manifest, parse, progress)
     for file in files:
+        expected = None
+        if manifest_path is not None:
+            expected = manifest.records_in(file, manifest_path)
+        checker.check(file, expected)
+    if progress is not None:
+        progress.update(checker.total, finalize=True)
+    return DatasetCheck(
+        checker.total,
+        checker.records_per_file,
+        tuple(checker.errors),
+        checker.lost_records,
+    )
+
+
+class _FileChecker:
+    """`check_dataset`'s work on one file after another."""
+
+    def __init__(self, manifest, parse, progress):
+        self.manifest = manifest
+        self.parse = parse
+        self.progress = progress
+        self.records_per_file = {}
+        self.errors = []
+        self.lost_records = {}
+        self.total = 0
+        self._parse_one = None
+
+    def check(self, file, expected):
+        compression = self.manifest.compression
         # record by record (not read_file_records' blocks), so that damage
         # is found at its record
         records = tf.data.TFRecordDataset(
-            file, compression_type=records_lib.TF_COMPRESSION[manifest.compression]
+            file, compression_type=records_lib.TF_COMPRESSION[compression]
         )
+        parse = self.parse
         iterator = iter(records.enumerate().map(lambda i, r, f=file: parse(r, f, i)))
-        index = 0
+        index = damage = 0
+        stopped = False
         while True:
             try:
                 next(iterator)
@@ -291,22 +492,82 @@ def check_dataset(manifest, files, names=None, *, verbose=1):
                 break
             except tf.errors.NotFoundError as error:
                 text = _error_text(error, file, index)
-                errors.append((file, index, f"cannot open the file: {text}"))
-                break
+                self.errors.append((file, index, f"cannot open the file: {text}"))
+                self.records_per_file[file] = self.records_per_file.get(file, 0)
+                return
             except tf.errors.DataLossError as error:
-                text = _error_text(error, file, index)
-                errors.append((file, index, f"corrupt or truncated file: {text}"))
+                if compression is None:  # read on past the damage
+                    index, damage = self._scan(file, index)
+                else:
+                    text = _error_text(error, file, index)
+                    self._damage(file, index, text)
+                    damage += 1
+                stopped = True
                 break
             except tf.errors.InvalidArgumentError as error:
-                errors.append((file, index, _error_text(error, file, index)))
+                self.errors.append((file, index, _error_text(error, file, index)))
             index += 1
-            total += 1
-            if progress is not None and total % _PROGRESS_EVERY == 0:
-                progress.update(total)
-        records_per_file[file] = records_per_file.get(file, 0) + index
-    if progress is not None:
-        progress.update(total, finalize=True)
-    return DatasetCheck(total, records_per_file, tuple(errors))
+            self._count()
+        if compression is not None and not stopped:
+            size, problem = records_lib.verify_stream(file, compression)
+            if problem is not None:
+                self._damage(file, index, problem)
+                damage += 1
+        self.records_per_file[file] = self.records_per_file.get(file, 0) + index
+        lost = damage
+        if expected is not None and index != expected:
+            self._damage(
+                file,
+                index,
+                f"{index} records read, but the manifest's record_counts gives "
+                f"the file {expected}",
+            )
+            lost = max(expected - index, 0)
+        elif expected is not None:
+            lost = 0 if damage == 0 else max(expected - index, 0)
+        if damage or (expected is not None and index != expected):
+            self.lost_records[file] = lost
+
+    def _count(self):
+        self.total += 1
+        if self.progress is not None and self.total % _PROGRESS_EVERY == 0:
+            self.progress.update(self.total)
+
+    def _damage(self, file, index, text):
+        self.errors.append((file, index, f"corrupt or truncated file: {text}"))
+
+    def _scan(self, file, checked):
+        """Reads an uncompressed file on from its record `checked` (where
+        TensorFlow's reader stopped), past every damaged stretch: `(records,
+        stretches)`."""
+        damage = 0
+        index = 0
+        for kind, value in records_lib.scan_records(file):
+            if kind == "record" and index < checked:
+                index += 1  # checked already
+                continue
+            if kind == "damage":
+                start, end, problem = value
+                skipped = f" (bytes {start} to {end} skipped)" if end > start else ""
+                self._damage(file, index, problem + skipped)
+                damage += 1
+                continue
+            try:
+                self._parse_record(value, file, index)
+            except tf.errors.InvalidArgumentError as error:
+                self.errors.append((file, index, _error_text(error, file, index)))
+            index += 1
+            self._count()
+        return index, damage
+
+    def _parse_record(self, record, file, index):
+        if self._parse_one is None:
+            self._parse_one = tf.function(self.parse)
+        self._parse_one(
+            tf.constant(record, tf.string),
+            tf.constant(file, tf.string),
+            tf.constant(index, tf.int64),
+        )
 
 
 def _select(manifest, names):
@@ -564,6 +825,12 @@ def _assert(all_valid, valid, checks, file, index):
     `valid`, `file` and `index` are a batch's vectors, or one record's
     scalars.
     """
+    text = _failure_text(all_valid, valid, checks, file, index)
+    return tf.debugging.Assert(all_valid, [text])
+
+
+def _failure_text(all_valid, valid, checks, file, index):
+    """`_assert`'s message, "" when `all_valid`."""
 
     def failure():
         row = tf.argmax(tf.logical_not(valid)) if valid.shape.rank else None
@@ -581,8 +848,13 @@ def _assert(all_valid, valid, checks, file, index):
 
         return first_failure(checks)
 
-    text = tf.cond(all_valid, lambda: tf.constant(""), failure)
-    return tf.debugging.Assert(all_valid, [text])
+    return tf.cond(all_valid, lambda: tf.constant(""), failure)
+
+
+def _boolean_mask(values, mask):
+    if isinstance(values, tf.RaggedTensor):
+        return tf.ragged.boolean_mask(values, mask)
+    return tf.boolean_mask(values, mask)
 
 
 def _join(parts):
