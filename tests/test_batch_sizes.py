@@ -102,7 +102,6 @@ def test_position_budget_finds_the_largest_size_within_tolerance(quadratic_lengt
     assert list(result.batch_sizes) == sorted(result.batch_sizes, reverse=True)
 
 
-@pytest.mark.backend
 def test_position_budget_with_exact_bisection_and_no_safety_margin():
     result = search(PositionBudget(3000), tolerance=0.001, safety_factor=1.0)
     assert list(result.batch_sizes) == [3000 // n for n in BUCKET_LENGTHS]

@@ -174,13 +174,11 @@ def test_a_packed_sequence_gets_the_outputs_it_gets_alone():
         np.testing.assert_allclose(packed, alone, atol=1e-5, rtol=0)
 
 
-@pytest.mark.backend
 def test_without_the_segment_mask_packed_sequences_leak_into_each_other():
     pairs = packed_and_alone_outputs(transformer_encoder(with_mask=False))
     assert max(np.abs(packed - alone).max() for packed, alone in pairs) > 1e-2
 
 
-@pytest.mark.backend
 def test_packed_transformer_classifier_trains_saves_and_loads(tmp_path):
     rng = np.random.default_rng(0)
     lengths = rng.integers(2, 30, 120)

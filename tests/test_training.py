@@ -80,9 +80,7 @@ BUILDERS = {
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(name, marks=pytest.mark.backend)
-        if name in ("padded", "sorted")
-        else name
+        pytest.param(name, marks=pytest.mark.backend) if name == "padded" else name
         for name in BUILDERS
     ],
 )

@@ -234,7 +234,6 @@ def test_other_objectives_record_the_estimate_too(tmp_path):
         )
 
 
-@pytest.mark.backend  # trains a model
 def test_a_metric_objective_records_the_estimate_beside_the_model_metrics(tmp_path):
     rng = np.random.default_rng(0)
     x = [rng.integers(1, 20, n) for n in LENGTHS[:96] % 50 + 1]

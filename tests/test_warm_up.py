@@ -14,8 +14,6 @@ import tensorflow as tf
 import kerasbatch
 from kerasbatch.callbacks import WarmUp
 
-pytestmark = pytest.mark.backend
-
 LENGTHS = np.random.default_rng(5).integers(1, 40, 100)
 
 
@@ -90,7 +88,7 @@ def fit(builder_factory, build, warm, steps_per_execution=1, epochs=1):
 
 @pytest.mark.parametrize(
     "structure, steps_per_execution",
-    [("x_y", 1), ("dict_x_y_weights", 2)],
+    [pytest.param("x_y", 1, marks=pytest.mark.backend), ("dict_x_y_weights", 2)],
 )
 def test_training_with_warm_up_is_exactly_training_without(
     structure, steps_per_execution
@@ -129,6 +127,7 @@ def _built_shapes(factory, build):
     return builder.batch_shapes()
 
 
+@pytest.mark.backend
 def test_every_trace_happens_before_the_first_epoch():
     class Traces(keras.callbacks.Callback):
         def on_train_begin(self, logs=None):
@@ -185,6 +184,7 @@ COUNT_COMPILES = textwrap.dedent(
 )
 
 
+@pytest.mark.backend
 def test_xla_compiles_every_shape_at_train_begin_and_never_in_the_epochs(tmp_path):
     dump = tmp_path / "xla"
     env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={dump}")
@@ -243,6 +243,7 @@ def test_warm_up_of_a_stream_with_lengths_leaves_its_statistics_alone():
     assert warm.history == plain.history
 
 
+@pytest.mark.backend
 def test_bad_input_is_named():
     with pytest.raises(TypeError, match="kerasbatch builder"):
         WarmUp(object())
@@ -266,6 +267,7 @@ def test_bad_input_is_named():
         )
 
 
+@pytest.mark.backend
 def test_shapes_unknown_ahead_are_refused_naming_warm_up():
     builder = kerasbatch.StreamBucketBuilder(boundaries=[10, 20], batch_size=16)
     ragged = tf.ragged.constant(sequences())
