@@ -240,6 +240,12 @@ class ChunkBuilder(PaddedBuilder):
         trained on chunks runs on whole sequences; its `reassemble` cuts the
         outputs back to each sequence's frames.
 
+        Its batches differ in length. `model.predict` joins them into a
+        ragged tensor on TensorFlow, but on JAX Keras cannot join batches of
+        different shapes: there, call `model.predict_on_batch` on each batch
+        and pad the outputs to the longest before `reassemble` (which reads
+        only each sequence's frames).
+
         Args:
             batch_size: sequences per batch (default: this builder's).
             output_mask: emit the targets' padding mask as `sample_weight`,
