@@ -78,13 +78,11 @@ def fit(kind, strategy):
     }
 
 
-def uneven_first_batch(strategy):
-    """2 epochs of one global batch of 3 rows (lengths 1, 2, 3): what each
-    replica trained on."""
-    builder = kerasbatch.PaddedBuilder(batch_size=4, shuffle=False, batch_multiple=2)
-    builder.build([np.arange(1, n + 1) for n in (1, 2, 3)], np.zeros(3, "float32"))
+def fit_weighed(builder, strategy, recorder):
+    """2 epochs of a `recorder` model on the builder's batches, distributed:
+    `(model, history)`."""
     with strategy.scope():
-        model = WeightRecorder()
+        model = recorder()
         model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
     history = model.fit(
         builder.distribute(strategy),
@@ -92,6 +90,15 @@ def uneven_first_batch(strategy):
         verbose=0,
         callbacks=[EpochReshuffle(builder), PaddingEfficiency(builder)],
     )
+    return model, history
+
+
+def uneven_first_batch(strategy):
+    """2 epochs of one global batch of 3 rows (lengths 1, 2, 3): what each
+    replica trained on."""
+    builder = kerasbatch.PaddedBuilder(batch_size=4, shuffle=False, batch_multiple=2)
+    builder.build([np.arange(1, n + 1) for n in (1, 2, 3)], np.zeros(3, "float32"))
+    model, history = fit_weighed(builder, strategy, WeightRecorder)
     by_replica = sorted(model.steps)
     return {
         "shapes": [shape for _, shape, _ in by_replica],
@@ -116,15 +123,7 @@ def padded_remainders(strategy):
             batch_multiple=2,
         )
         builder.build([np.arange(1, n + 1) for n in range(1, 41)], np.zeros(40))
-        with strategy.scope():
-            model = PooledWeightRecorder()
-            model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
-        history = model.fit(
-            builder.distribute(strategy),
-            epochs=2,
-            verbose=0,
-            callbacks=[EpochReshuffle(builder), PaddingEfficiency(builder)],
-        )
+        model, history = fit_weighed(builder, strategy, PooledWeightRecorder)
         found[remainder] = {
             "steps": [
                 [replica, shape, weights] for replica, shape, weights in model.steps
