@@ -42,6 +42,7 @@ ON_ERROR = ("raise", "skip")
 _STORAGE = {"int": tf.int64, "float": tf.float32, "string": tf.string, "raw": tf.string}
 _PROGRESS_EVERY = 100
 _ERRORS_SHOWN = 5
+_UNPARSABLE = "Could not parse example input: the bytes are no Example of this manifest"
 
 
 def make_parser(manifest, names=None, *, on_error="raise"):
@@ -428,11 +429,12 @@ def check_dataset(manifest, files, names=None, *, verbose=1, manifest_path=None)
     >>> check = check_dataset(manifest, [file], verbose=0)
     >>> check.num_records, check.errors[0][1:]
     (1, (0, 'feature `x` has 3 values, the shape [2] in the manifest needs 2'))
+    >>> manifest = write_dataset(tmp.name, [{"x": [1, 2]}] * 3, overwrite=True)
     >>> with open(file, "r+b") as handle:  # cut the file short
-    ...     _ = handle.truncate(10)
+    ...     _ = handle.truncate(50)
     >>> check = check_dataset(manifest, [file], verbose=0, manifest_path=tmp.name)
-    >>> check.errors[0][1:], check.lost_records
-    ((0, 'corrupt or truncated file: truncated record at byte 0'), {...: 1})
+    >>> check.num_records, check.errors[0][1:], list(check.lost_records.values())
+    (1, (1, 'corrupt or truncated file: truncated record at byte 31 (bytes 31 to 50 skipped)'), [2])
     >>> tmp.cleanup()
     """
     parse = make_parser(manifest, names)
@@ -506,8 +508,17 @@ class _FileChecker:
                 break
             except tf.errors.InvalidArgumentError as error:
                 self.errors.append((file, index, _error_text(error, file, index)))
+            except UnicodeDecodeError:  # TensorFlow's message quotes the bytes
+                self.errors.append((file, index, _UNPARSABLE))
             index += 1
             self._count()
+        if compression is None and not stopped:  # a cut TensorFlow missed
+            lengths = records.ignore_errors().map(
+                lambda r: tf.cast(tf.strings.length(r), tf.int64) + 16
+            )
+            read_bytes = int(lengths.reduce(tf.constant(0, tf.int64), tf.add))
+            if read_bytes != tf.io.gfile.stat(file).length:
+                index, damage = self._scan(file, index)
         if compression is not None and not stopped:
             size, problem = records_lib.verify_stream(file, compression)
             if problem is not None:
@@ -515,7 +526,7 @@ class _FileChecker:
                 damage += 1
         self.records_per_file[file] = self.records_per_file.get(file, 0) + index
         lost = damage
-        if expected is not None and index != expected:
+        if expected is not None and index != expected and damage == 0:
             self._damage(
                 file,
                 index,
@@ -556,6 +567,8 @@ class _FileChecker:
                 self._parse_record(value, file, index)
             except tf.errors.InvalidArgumentError as error:
                 self.errors.append((file, index, _error_text(error, file, index)))
+            except UnicodeDecodeError:  # TensorFlow's message quotes the bytes
+                self.errors.append((file, index, _UNPARSABLE))
             index += 1
             self._count()
         return index, damage

@@ -1,0 +1,400 @@
+"""Data integrity (issue 12): no record lost without being counted and named.
+
+Damaged files (cut short at any offset, a bit flipped anywhere) in every
+compression, read by `read_file_records`, `TFRecordLoader` and
+`check_dataset`; and every kind of bad record with `on_error="skip"`.
+"""
+
+import dataclasses
+import os
+import re
+import shutil
+import tempfile
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kerasbatch.io import (
+    Manifest,
+    TFRecordLoader,
+    check_dataset,
+    load_manifest,
+    parse_batches,
+    read_file_records,
+    write_dataset,
+)
+from kerasbatch.io.records import scan_records
+
+COMPRESSIONS = [None, "gzip", "zlib"]
+NUM_RECORDS = 12
+NAME = "part-00000-of-00001.tfrecords"
+PROPERTY = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+
+def records(count=NUM_RECORDS):
+    """Record i: tokens `[100 i, ...]` of length 1 + i % 5, label i."""
+    return [
+        {"tokens": np.arange(100 * i, 100 * i + 1 + i % 5), "label": np.int64(i)}
+        for i in range(count)
+    ]
+
+
+@pytest.fixture(scope="module")
+def originals():
+    """`{compression: (directory, file bytes)}` of one-file datasets."""
+    root = tempfile.mkdtemp()
+    written = {}
+    for compression in COMPRESSIONS:
+        path = os.path.join(root, str(compression))
+        write_dataset(path, records(), compression=compression)
+        with open(os.path.join(path, NAME), "rb") as file:
+            written[compression] = (path, file.read())
+    yield written
+    shutil.rmtree(root)
+
+
+def damaged_copy(originals, compression, data, counts=True):
+    """A fresh dataset directory holding `data` as its file."""
+    source, _ = originals[compression]
+    path = tempfile.mkdtemp()
+    manifest = load_manifest(source)
+    if not counts:
+        manifest = dataclasses.replace(manifest, record_counts=None)
+    manifest.save(path)
+    with open(os.path.join(path, NAME), "wb") as file:
+        file.write(data)
+    return path
+
+
+def read(path, compression, on_damage, counts=True):
+    """`(labels read, damaged files, lost records)` by `read_file_records`."""
+    manifest = load_manifest(path)
+    file = os.path.join(path, NAME)
+    damaged = tf.Variable(0, dtype=tf.int64)
+    lost = tf.Variable(0, dtype=tf.int64)
+    dataset = read_file_records(
+        file,
+        compression,
+        file_size=os.path.getsize(file),
+        num_records=manifest.records_in(file, path) if counts else None,
+        on_damage=on_damage,
+        damaged_files=damaged,
+        lost_records=lost,
+    )
+    labels = []
+    for serialized, _, _ in dataset:
+        example = tf.train.SequenceExample.FromString(serialized.numpy())
+        labels.append(example.context.feature["label"].int64_list.value[0])
+    return labels, int(damaged.numpy()), int(lost.numpy())
+
+
+def loader_config(path, **overrides):
+    return {
+        "type": "independent",
+        "dataset": {"type": "dir", "args": {"data_dir": path}},
+        "target_batch_size": 4,
+        "drop_remainder": False,
+        "epochs": 1,
+        "num_read_buffer_bytes": 0,
+        "num_prefetch": 1,
+        "padding": True,
+        "primary_features": [
+            {"from_name": "tokens", "to_name": "x"},
+            {"from_name": "label", "to_name": "y"},
+        ],
+        **overrides,
+    }
+
+
+def loader_labels(loader):
+    dataset = loader.build(inputs=["x"], outputs=["y"])
+    return [int(v) for _, y in dataset.as_numpy_iterator() for v in np.ravel(y["y"])]
+
+
+def assert_named_damage(path, compression, counts=True):
+    """Raise mode fails naming the file; skip mode counts every lost record."""
+    file = re.escape(os.path.join(path, NAME))
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=rf"TFRecord file\] \[{file}\] \[is corrupt or truncated",
+    ):
+        read(path, compression, "raise", counts)
+    labels, damaged, lost = read(path, compression, "skip", counts)
+    assert damaged == 1
+    return labels, lost
+
+
+# ------------------------------------------------------------- truncation
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+@PROPERTY
+@given(cut=st.floats(0, 1, exclude_max=True))
+def test_a_file_cut_anywhere_is_named_and_every_lost_record_counted(
+    originals, compression, cut
+):
+    _, data = originals[compression]
+    cut = int(cut * len(data))
+    path = damaged_copy(originals, compression, data[:cut])
+    labels, damaged, lost = read(path, compression, "skip")
+    if compression == "zlib" and labels == list(range(NUM_RECORDS)):
+        # cut in the checksum after the last record: nothing lost, and with
+        # record counts the stream is not decompressed again; the check finds it
+        assert (damaged, lost) == (0, 0)
+    else:
+        labels, lost = assert_named_damage(path, compression)
+    # what is kept is the records before the cut, intact and in order
+    assert labels == list(range(len(labels)))
+    assert len(labels) + lost == NUM_RECORDS
+    check = check_dataset(
+        load_manifest(path), [os.path.join(path, NAME)], verbose=0, manifest_path=path
+    )
+    assert not check.ok and check.errors[0][0] == os.path.join(path, NAME)
+    assert check.num_records + check.lost_records[os.path.join(path, NAME)] == 12
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_cuts_at_every_offset_without_record_counts_are_found(originals, compression):
+    """Without the manifest's counts: the file's size, the gzip trailer's, and
+    the zlib stream checked in Python find every cut (every 7th offset, and
+    the last 20) but, in an uncompressed file, those between records, which
+    leave a well-formed file of fewer records (the counts find those)."""
+    path, data = originals[compression]
+    cuts = {*range(0, len(data), 7), *range(len(data) - 20, len(data))}
+    if compression is None:
+        boundaries = [0]
+        for _, record in scan_records(os.path.join(path, NAME)):
+            boundaries.append(boundaries[-1] + len(record) + 16)
+        cuts -= set(boundaries)
+    cuts = sorted(cuts)
+    for cut in cuts:
+        path = damaged_copy(originals, compression, data[:cut], counts=False)
+        labels, lost = assert_named_damage(path, compression, counts=False)
+        assert labels == list(range(len(labels))) and lost >= 1
+        shutil.rmtree(path)
+
+
+# --------------------------------------------------------------- bit flips
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+@PROPERTY
+@given(position=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7))
+def test_a_bit_flipped_anywhere_loses_no_record_uncounted(
+    originals, compression, position, bit
+):
+    _, data = originals[compression]
+    data = bytearray(data)
+    position = int(position * len(data))
+    data[position] ^= 1 << bit
+    path = damaged_copy(originals, compression, bytes(data))
+    labels, damaged, lost = read(path, compression, "skip")
+    # kept records are intact originals, in order, each once
+    assert labels == sorted(set(labels)) and set(labels) <= set(range(NUM_RECORDS))
+    assert len(labels) + lost == NUM_RECORDS
+    if damaged == 0:  # a flip that changes nothing read (a gzip header's time)
+        assert labels == list(range(NUM_RECORDS))
+        read(path, compression, "raise")  # no error either
+    else:
+        assert_named_damage(path, compression)
+    if compression is None:  # read on past the damage: one record lost
+        assert lost == 1
+
+
+def test_a_bit_flip_in_the_middle_of_a_compressed_stream(originals):
+    for compression in ("gzip", "zlib"):
+        _, data = originals[compression]
+        data = bytearray(data)
+        data[len(data) // 2] ^= 0x10
+        path = damaged_copy(originals, compression, bytes(data))
+        labels, lost = assert_named_damage(path, compression)
+        assert len(labels) < NUM_RECORDS and len(labels) + lost == NUM_RECORDS
+        loader = TFRecordLoader(**loader_config(path, on_error="skip"))
+        kept = loader_labels(loader)
+        assert kept == labels
+        assert (loader.damaged_files, loader.lost_records) == (1, lost)
+        check = TFRecordLoader(**loader_config(path)).check(verbose=0)
+        assert check.errors and check.lost_records == {os.path.join(path, NAME): lost}
+
+
+def test_uncompressed_reads_resynchronise_after_each_damaged_record(originals):
+    """Records 3 and 8 damaged (one in its data, one in its length): the
+    other 10 are kept, 2 counted lost, the check names both."""
+    path, data = originals[None]
+    offsets = [0]
+    for kind, record in scan_records(os.path.join(path, NAME)):
+        assert kind == "record"
+        offsets.append(offsets[-1] + len(record) + 16)
+    data = bytearray(data)
+    data[offsets[3] + 14] ^= 0x01  # record 3's data
+    data[offsets[8] + 2] ^= 0x80  # record 8's length
+    path = damaged_copy(originals, None, bytes(data))
+    labels, damaged, lost = read(path, None, "skip")
+    assert labels == [i for i in range(NUM_RECORDS) if i not in (3, 8)]
+    assert (damaged, lost) == (1, 2)
+    loader = TFRecordLoader(**loader_config(path, on_error="skip"))
+    assert sorted(loader_labels(loader)) == labels
+    assert (loader.damaged_files, loader.lost_records) == (1, 2)
+    check = loader.check(verbose=0)
+    assert [(index, "corrupted record" in text) for _, index, text in check.errors] == [
+        (3, True),
+        (7, True),
+    ]
+    assert check.num_records == 10
+    assert check.lost_records == {os.path.join(path, NAME): 2}
+
+
+def test_a_file_with_more_records_than_the_manifest_says_is_an_error(originals):
+    path, data = originals[None]
+    path = damaged_copy(originals, None, data + data[:20])  # a stray tail
+    with pytest.raises(tf.errors.InvalidArgumentError, match="record_counts gives"):
+        read(path, None, "raise")
+    check = check_dataset(
+        load_manifest(path), [os.path.join(path, NAME)], verbose=0, manifest_path=path
+    )
+    assert not check.ok
+
+
+def test_damage_in_a_sequence_loader_is_counted(originals):
+    _, data = originals["gzip"]
+    path = damaged_copy(originals, "gzip", data[: len(data) * 2 // 3])
+    config = loader_config(
+        path, type="discrete_sequence", min_window=1, max_window=1, on_error="skip"
+    )
+    loader = TFRecordLoader(**config)
+    kept = loader_labels(loader)
+    assert loader.damaged_files == 1
+    assert len(kept) + loader.lost_records == NUM_RECORDS
+
+
+# ---------------------------------------------------------------- records
+EXAMPLE_MANIFEST = {
+    "compression": None,
+    "allow_var_len": False,
+    "features": [
+        {"name": "x", "dtype": "int64", "shape": [2], "deserialize_type": "int"},
+        {"name": "y", "dtype": "float32", "shape": [], "deserialize_type": "float"},
+    ],
+}
+
+
+def example(x=None, y=None):
+    feature = {}
+    if x is not None:
+        feature["x"] = x
+    if y is not None:
+        feature["y"] = y
+    return tf.train.Example(
+        features=tf.train.Features(feature=feature)
+    ).SerializeToString()
+
+
+def ints(*values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+
+def floats(*values):
+    return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+
+
+def good(i):
+    return example(ints(i, i), floats(i))
+
+
+#: Each kind of bad record, as the record that replaces record i.
+BAD = {
+    "float for int": lambda i: example(floats(i, i), floats(i)),
+    "int for float": lambda i: example(ints(i, i), ints(i)),
+    "bytes for int": lambda i: example(
+        tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"a", b"b"])), floats(i)
+    ),
+    "wrong length": lambda i: example(ints(i), floats(i)),
+    "missing feature": lambda i: example(None, floats(i)),
+    "unparsable bytes": lambda i: b"\xff\xff\xff not an Example",
+    "cut Example": lambda i: good(i)[:-3],
+}
+
+
+def write_examples(directory, bad):
+    """20 records, record i replaced by `BAD[kind](i)` for each `(i, kind)`."""
+    Manifest.from_dict(EXAMPLE_MANIFEST).save(directory)
+    serialized = [BAD[bad[i]](i) if i in bad else good(i) for i in range(20)]
+    with tf.io.TFRecordWriter(os.path.join(directory, NAME)) as writer:
+        for record in serialized:
+            writer.write(record)
+    return os.path.join(directory, NAME)
+
+
+def example_loader(directory, **overrides):
+    return TFRecordLoader(
+        **loader_config(
+            directory,
+            padding=False,
+            target_batch_size=20,
+            primary_features=[
+                {"from_name": "x", "to_name": "x"},
+                {"from_name": "y", "to_name": "y"},
+            ],
+            **overrides,
+        )
+    )
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    bad=st.dictionaries(st.integers(0, 19), st.sampled_from(sorted(BAD)), max_size=4)
+)
+def test_skip_leaves_out_and_counts_every_kind_of_bad_record(bad):
+    with tempfile.TemporaryDirectory() as directory:
+        write_examples(directory, bad)
+        loader = example_loader(directory, on_error="skip")
+        kept = loader_labels(loader)
+        assert kept == [i for i in range(20) if i not in bad]
+        assert loader.skipped_records == len(bad)
+        check = loader.check(verbose=0)
+        assert sorted(index for _, index, _ in check.errors) == sorted(bad)
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_raise_names_the_file_and_record_of_every_kind(tmp_path, kind):
+    file = write_examples(str(tmp_path), {13: kind})
+    # parse_batches (what skip mode parses with) names every kind
+    records = read_file_records(file, None).batch(8)
+    manifest = Manifest.from_dict(EXAMPLE_MANIFEST)
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=re.escape(f"record 13 of file {file}")
+    ):
+        list(parse_batches(records, manifest))
+    # the loader's raise mode is TensorFlow's batch parse op, which names the
+    # record, but for bytes that are no Example (an error that may not even
+    # decode as text: a limitation left open)
+    loader = example_loader(str(tmp_path))
+    with pytest.raises(Exception) as error:  # noqa: PT011
+        loader_labels(loader)
+    if kind not in ("unparsable bytes", "cut Example"):
+        assert error.type is tf.errors.InvalidArgumentError
+        assert f"record 13 of file {file}" in str(error.value)
+    ((where, index, _),) = loader.check(verbose=0).errors
+    assert (where, index) == (file, 13)
+
+
+def test_a_batch_that_fails_to_parse_keeps_its_good_records_in_order(tmp_path):
+    file = write_examples(
+        str(tmp_path), {1: "float for int", 2: "wrong length", 5: "unparsable bytes"}
+    )
+    skipped = tf.Variable(0, dtype=tf.int64)
+    batches = parse_batches(
+        read_file_records(file, None).batch(8),
+        Manifest.from_dict(EXAMPLE_MANIFEST),
+        on_error="skip",
+        counter=skipped,
+        num_parallel_calls=2,
+        deterministic=True,
+    )
+    xs = [row.tolist() for batch in batches for row in batch["x"].numpy()]
+    expected = [i for i in range(20) if i not in (1, 2, 5)]
+    assert xs == [[i, i] for i in expected]
+    assert int(skipped.numpy()) == 3
