@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbatch.io import manifest as manifest_lib
+from kerasbatch.sources import dtype_kind
 
 _OVERRIDE_KEYS = ("dtype", "shape", "var_len", "deserialize_type", "deserialize_args")
 _TF_COMPRESSION = {None: "", "zlib": "ZLIB", "gzip": "GZIP"}
@@ -14,7 +15,6 @@ _TF_COMPRESSION = {None: "", "zlib": "ZLIB", "gzip": "GZIP"}
 _KINDS = {"int": "biu", "float": "biuf", "string": "UO", "raw": "biufc"}
 _INFERRED_TYPES = {"b": "int", "i": "int", "u": "int", "f": "float", "c": "raw"}
 _INT64_MAX = np.iinfo(np.int64).max
-_BFLOAT16 = np.dtype(tf.bfloat16.as_numpy_dtype)
 
 
 def write_dataset(
@@ -297,17 +297,12 @@ def _to_array(value, where):
                     f"{where} holds a value of type {type(item).__name__}; values must be "
                     "numbers, booleans, str or bytes, in a regular array."
                 )
-    elif _kind(array.dtype) not in "biufcU":
+    elif dtype_kind(array.dtype) not in "biufcU":
         raise TypeError(
             f"{where} has dtype {array.dtype}; values must be numbers, booleans, "
             "str or bytes."
         )
     return array
-
-
-def _kind(dtype):
-    """The numpy dtype kind, with bfloat16 (kind "V") as the float it is."""
-    return "f" if dtype == _BFLOAT16 else dtype.kind
 
 
 def _is_text(array):
@@ -376,7 +371,7 @@ def _infer_feature(name, column, override):
     else:
         numpy_dtype = np.result_type(*(a.dtype for _, a in filled))
         dtype = tf.as_dtype(numpy_dtype).name
-        deserialize_type = _INFERRED_TYPES[_kind(numpy_dtype)]
+        deserialize_type = _INFERRED_TYPES[dtype_kind(numpy_dtype)]
     deserialize_type = override.get("deserialize_type", deserialize_type)
     args = override.get("deserialize_args", {})
     if deserialize_type == "raw" and isinstance(args, dict):
@@ -436,7 +431,7 @@ def _infer_feature(name, column, override):
 def _check_values(spec, column):
     kinds = _KINDS[spec.deserialize_type]
     for where, array in column:
-        if array.size and _kind(array.dtype) not in kinds:
+        if array.size and dtype_kind(array.dtype) not in kinds:
             held = "text" if _is_text(array) else f"values of dtype {array.dtype}"
             raise TypeError(
                 f"{where} holds {held}, which deserialize_type "
