@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_io_loader import config as loader_config
 
 from kerasbatch.io import (
     Manifest,
@@ -93,24 +94,6 @@ def read(path, compression, on_damage, counts=True):
         example = tf.train.SequenceExample.FromString(serialized.numpy())
         labels.append(example.context.feature["label"].int64_list.value[0])
     return labels, int(damaged.numpy()), int(lost.numpy())
-
-
-def loader_config(path, **overrides):
-    return {
-        "type": "independent",
-        "dataset": {"type": "dir", "args": {"data_dir": path}},
-        "target_batch_size": 4,
-        "drop_remainder": False,
-        "epochs": 1,
-        "num_read_buffer_bytes": 0,
-        "num_prefetch": 1,
-        "padding": True,
-        "primary_features": [
-            {"from_name": "tokens", "to_name": "x"},
-            {"from_name": "label", "to_name": "y"},
-        ],
-        **overrides,
-    }
 
 
 def loader_labels(loader):
