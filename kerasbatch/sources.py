@@ -286,6 +286,7 @@ def _concatenate_sequences(sequences, where):
     if len(sequences) == 0:
         raise ValueError(f"{where} is empty: it has no elements.")
     arrays = []
+    checked = set()  # dtypes checked once (object arrays: every element)
     first_trailing = None
     progress = None
     if len(sequences) > PROGRESS_THRESHOLD:
@@ -313,8 +314,14 @@ def _concatenate_sequences(sequences, where):
                 f"has trailing shape {first_trailing}; all elements of a "
                 "component need the same rank and trailing shape."
             )
-        _check_values(array, f"{where} element {index}")
-        if index and is_string(array.dtype) != is_string(arrays[0].dtype):
+        if array.dtype not in checked or array.dtype == object:
+            _check_values(array, f"{where} element {index}")
+            checked.add(array.dtype)
+        if (
+            index
+            and array.dtype != arrays[0].dtype
+            and is_string(array.dtype) != is_string(arrays[0].dtype)
+        ):
             raise TypeError(
                 f"{where} element {index} has dtype {dtype_name(array.dtype)} but "
                 f"element 0 has {dtype_name(arrays[0].dtype)}; a component holds "
