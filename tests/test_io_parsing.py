@@ -302,8 +302,10 @@ def sequence_example(c=None, f=None, a=None):
 
 def write_protos(path, protos):
     with tf.io.TFRecordWriter(str(path)) as writer:
-        for proto in protos:
-            writer.write(proto.SerializeToString())
+        for proto in protos:  # or bytes that are no proto
+            writer.write(
+                proto if isinstance(proto, bytes) else proto.SerializeToString()
+            )
     return str(path)
 
 
@@ -428,22 +430,25 @@ def test_skip_mode_flags_invalid_records(tmp_path, batch_size):
     np.testing.assert_array_equal(results[1][0]["a"], [[7, -8], [7, -8]])
 
 
-def test_type_mismatch_raises_tensorflow_error(tmp_path):
+def test_type_mismatch_and_unparsable_bytes_name_the_record(tmp_path):
     manifest = Manifest.from_dict(EXAMPLE_MANIFEST)
     file = write_protos(
-        tmp_path / "data.tfrecords", [example(), example(x=floats(1, 2, 3))]
+        tmp_path / "data.tfrecords",
+        [example(), example(x=floats(1, 2, 3))],
     )
-    for on_error in ("raise", "skip"):
-        dataset = parse_file(file, manifest, None, on_error)
-        with pytest.raises(
-            tf.errors.InvalidArgumentError, match="Key: x.  Data types don't match"
-        ):
-            list(dataset)
-        # a batch's parse op names the record
-        dataset = parse_file(file, manifest, 2, on_error)
-        expected = f"Name: record 1 of file {file}, Key: x, Index: 1.  Data types"
+    for batch_size in (None, 2):
+        for on_error in ("raise", "skip"):  # TensorFlow's parse op fails
+            dataset = parse_file(file, manifest, batch_size, on_error)
+            expected = f"record 1 of file {file}, Context feature: x.  Data types"
+            with pytest.raises(
+                tf.errors.InvalidArgumentError, match=re.escape(expected)
+            ):
+                list(dataset)
+    file = write_protos(tmp_path / "data.tfrecords", [example(), b"no Example"])
+    expected = f"Invalid protocol message input, example id: record 1 of file {file}"
+    for batch_size in (None, 2):
         with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(expected)):
-            list(dataset)
+            list(parse_file(file, manifest, batch_size, "raise"))
 
 
 # ------------------------------------------------------------ batch parser
@@ -652,7 +657,9 @@ def test_check_records_that_do_not_match_the_manifest(tmp_path):
         ),
     )
     assert check.errors[2][:2] == (files[2], 0)
-    assert check.errors[2][2].startswith("Key: x.  Data types don't match")
+    assert check.errors[2][2] == (
+        "Context feature: x.  Data types don't match. Expected type: int64"
+    )
     assert check.errors[3][:2] == (files[3], 0)
     assert check.errors[3][2].startswith("cannot open the file: ")
     assert "No such file" in check.errors[3][2]

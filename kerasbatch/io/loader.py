@@ -549,11 +549,12 @@ class TFRecordLoader:
     def _parse(self, records, plan):
         """Batches of `_PARSE_BATCH` parsed records keyed by `to_name`.
 
-        One parse op and one set of checks per batch; with `on_error="skip"`
-        (`kerasbatch.io.parse_batches`) the bad records are left out of their
-        batch and counted, those that TensorFlow's parse op fails on (a value
-        of another type, bytes that are no Example) included: a batch it fails
-        on is parsed again record by record.
+        One parse op and one set of checks per batch
+        (`kerasbatch.io.parse_batches`). With `on_error="skip"` the bad
+        records are left out of their batch and counted, those that
+        TensorFlow's parse op fails on (a value of another type, bytes that
+        are no Example) included: a batch it fails on is parsed again record
+        by record.
         """
         c = self.config
         names = {p.from_name: p.to_name for p in plan.primaries}
@@ -561,14 +562,6 @@ class TFRecordLoader:
         def rename(features):
             return {names[k]: v for k, v in features.items()}
 
-        if c["on_error"] == "raise":
-            # one parse op per batch, nothing around it: the fast path. Its
-            # errors name the file and record, but for bytes that are no
-            # Example (TensorFlow's "Could not parse example input").
-            parse = parsing.make_batch_parser(plan.manifest, list(names))
-            return self._map(
-                records.batch(_PARSE_BATCH), lambda *batch: rename(parse(*batch))
-            )
         parsed = parsing.parse_batches(
             records.batch(_PARSE_BATCH),
             plan.manifest,

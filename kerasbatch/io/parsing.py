@@ -17,13 +17,13 @@ list elements of the wrong size.
 Limitations (of TensorFlow's parse ops):
 
 - A value stored as another type than the manifest says (a `float_list`
-  where it says `int`) fails inside the parse op, even with
-  `on_error="skip"`, and for a batch the whole batch fails. The error names
-  the feature but not the file or record ("Key: x.  Data types don't
-  match."); in a batch it does, as "Name: record 17 of file
-  /d/part-00001-of-00004.tfrecords, Key: x, Index: 3.  Data types don't
-  match." (`Index` is the position in the batch). `check_dataset` reports
-  the file and record of such errors.
+  where it says `int`), and bytes that are no Example, fail inside the parse
+  op, even with `on_error="skip"`, and for a batch the whole batch fails.
+  The error still names the record: "Name: record 17 of file
+  /d/part-00001-of-00004.tfrecords, Context feature: x.  Data types don't
+  match." or "Invalid protocol message input, example id: record 17 of
+  file ...". `parse_batches` skips such records, and `check_dataset`
+  reports them.
 - A missing feature list reads as an empty sequence, and a missing feature
   whose shape holds no values (a 0 in it) as an empty tensor.
 """
@@ -42,7 +42,9 @@ ON_ERROR = ("raise", "skip")
 _STORAGE = {"int": tf.int64, "float": tf.float32, "string": tf.string, "raw": tf.string}
 _PROGRESS_EVERY = 100
 _ERRORS_SHOWN = 5
-_UNPARSABLE = "Could not parse example input: the bytes are no Example of this manifest"
+_UNPARSABLE = (
+    "Invalid protocol message input: the bytes are no Example (or SequenceExample)"
+)
 
 
 def make_parser(manifest, names=None, *, on_error="raise"):
@@ -155,12 +157,9 @@ def _make_parse(manifest, names, on_error, batched):
     Both run the same code: the values of a batch are TensorFlow ragged
     tensors with a first, record axis that those of one record lack, and the
     checks reduce and decode along their last axes, whatever comes before.
-    With `on_error="defer"` it returns `(features, valid, message)` as
-    `"skip"` does plus the message `"raise"` fails with ("" when valid), for
-    a later assertion.
     """
     specs = _select(manifest, names)
-    if on_error not in (*ON_ERROR, "defer"):
+    if on_error not in ON_ERROR:
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
     parse_stored = _stored_parser(manifest, specs, batched)
 
@@ -187,8 +186,6 @@ def _make_parse(manifest, names, on_error, batched):
             lambda: _decode_all(specs, stored),
             lambda: _decode_all(specs, stored, valid),
         )
-        if on_error == "defer":
-            return decoded, valid, _failure_text(all_valid, valid, checks, file, index)
         return decoded, valid
 
     return parse
@@ -204,15 +201,16 @@ def parse_batches(
     num_parallel_calls=None,
     deterministic=None,
 ):
-    """Parses a dataset of record batches, any bad record found and named.
+    """Parses a dataset of record batches, every bad record named or skipped.
 
     `batches` holds batched `read_file_records` elements, `(serialized,
-    files, indices)` vectors. Each batch is parsed as by `make_batch_parser`;
-    one whose parse op fails (a value stored as another type than the
-    manifest says, bytes that are no `tf.train.Example`) is parsed again
-    record by record, so that the bad records are found: `"skip"` leaves
-    them out like the records that do not match the manifest, `"raise"`
-    fails naming the file and record. Only such a batch costs more.
+    files, indices)` vectors, each parsed as by `make_batch_parser`.
+    `"raise"` fails on the first bad record, naming its file and index;
+    `"skip"` leaves the bad records out and counts them, those that
+    TensorFlow's parse op fails on (a value stored as another type than the
+    manifest says, bytes that are no `tf.train.Example`) included: a batch
+    it fails on is parsed again record by record. Only such a batch costs
+    more.
 
     Args:
         batches: the dataset of record batches (e.g.
@@ -258,84 +256,53 @@ def parse_batches(
     >>> try:
     ...     list(parse_batches(read_file_records(file, None).batch(4), manifest))
     ... except tf.errors.InvalidArgumentError as error:
-    ...     print(f"record 1 of file {file}: cannot be parsed" in str(error))
+    ...     print(f"example id: record 2 of file {file}" in str(error))
     True
     >>> tmp.cleanup()
     """
     if on_error not in ON_ERROR:
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
-    parse = _make_parse(manifest, names, "defer", batched=True)
-    kind = "SequenceExample" if manifest.allow_var_len else "Example"
+    map_options = {
+        "num_parallel_calls": num_parallel_calls,
+        "deterministic": deterministic,
+    }
+    if on_error == "raise":  # every error of the parse op names its record
+        return batches.map(make_batch_parser(manifest, names), **map_options)
+    parse = _make_parse(manifest, names, "skip", batched=True)
 
     def parse_block(serialized, files, indices):
         """The parsed batch; if its parse op fails, its records parsed one by
         one (as one batch)."""
-        batch = (serialized, files, indices)
-        parsed = tf.data.Dataset.from_tensors(batch).map(parse).ignore_errors()
+        batch = tf.data.Dataset.from_tensors((serialized, files, indices))
         again = (
-            tf.data.Dataset.from_tensors(batch)
-            .flat_map(one_by_one)
+            batch.flat_map(lambda *parts: tf.data.Dataset.from_tensor_slices(parts))
+            .flat_map(one)
+            .unbatch()
             .batch(tf.int64.max)
-            .map(
-                lambda features, valid, texts: (
-                    features,
-                    valid,
-                    tf.strings.reduce_join(
-                        tf.boolean_mask(texts, tf.logical_not(valid))[:1]
-                    ),
-                )
-            )
         )
-        return parsed.concatenate(again).take(1)
-
-    def one_by_one(serialized, files, indices):
-        records = tf.data.Dataset.from_tensor_slices((serialized, files, indices))
-        return records.flat_map(one).unbatch()
+        return batch.map(parse).ignore_errors().concatenate(again).take(1)
 
     def one(serialized, file, index):
-        """One record parsed as a batch of one, or found unparsable; the
-        batch's message for each record, the record's own first."""
-        batch = (serialized[None], file[None], index[None])
-        parsed = tf.data.Dataset.from_tensors(batch).map(parse).ignore_errors()
+        """One record parsed as a batch of one, or found unparsable."""
+        batch = tf.data.Dataset.from_tensors(
+            (serialized[None], file[None], index[None])
+        )
 
         def unparsable(serialized, files, indices):
-            text = tf.strings.join(
-                [
-                    "record ",
-                    tf.strings.as_string(index),
-                    " of file ",
-                    file,
-                    ": cannot be parsed as the manifest says (a value stored as "
-                    f"another type, or bytes that are no tf.train.{kind}); "
-                    "TFRecordLoader.check() shows TensorFlow's message",
-                ]
-            )
-            features, _, _ = parse(tf.constant([""]), files, indices)  # a filler
-            return features, tf.constant([False]), text
+            features, _ = parse(tf.constant([""]), files, indices)  # a filler
+            return features, tf.constant([False])
 
-        failed = tf.data.Dataset.from_tensors(batch).map(unparsable)
-        return (
-            parsed.concatenate(failed)
-            .take(1)
-            .map(lambda features, valid, text: (features, valid, text[None]))
-        )
+        failed = batch.map(unparsable)
+        return batch.map(parse).ignore_errors().concatenate(failed).take(1)
 
     if num_parallel_calls and num_parallel_calls > 1:
         parsed = batches.interleave(
-            parse_block,
-            cycle_length=num_parallel_calls,
-            num_parallel_calls=num_parallel_calls,
-            deterministic=deterministic,
+            parse_block, cycle_length=num_parallel_calls, **map_options
         )
     else:
         parsed = batches.flat_map(parse_block)
 
-    def finish(features, valid, text):
-        if on_error == "raise":
-            text = tf.strings.reduce_join(text)  # the first invalid record's, else ""
-            check = tf.debugging.Assert(tf.reduce_all(valid), [text])
-            with tf.control_dependencies([check]):
-                return tf.nest.map_structure(_identity, features)
+    def leave_out_invalid(features, valid):
         invalid = tf.reduce_sum(tf.cast(tf.logical_not(valid), tf.int64))
         updates = [] if counter is None else [counter.assign_add(invalid)]
         with tf.control_dependencies(updates):
@@ -343,7 +310,7 @@ def parse_batches(
                 name: _boolean_mask(values, valid) for name, values in features.items()
             }
 
-    return parsed.map(finish)
+    return parsed.map(leave_out_invalid)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -508,8 +475,6 @@ class _FileChecker:
                 break
             except tf.errors.InvalidArgumentError as error:
                 self.errors.append((file, index, _error_text(error, file, index)))
-            except UnicodeDecodeError:  # TensorFlow's message quotes the bytes
-                self.errors.append((file, index, _UNPARSABLE))
             index += 1
             self._count()
         if compression is None and not stopped:  # a cut TensorFlow missed
@@ -567,8 +532,6 @@ class _FileChecker:
                 self._parse_record(value, file, index)
             except tf.errors.InvalidArgumentError as error:
                 self.errors.append((file, index, _error_text(error, file, index)))
-            except UnicodeDecodeError:  # TensorFlow's message quotes the bytes
-                self.errors.append((file, index, _UNPARSABLE))
             index += 1
             self._count()
         return index, damage
@@ -625,8 +588,9 @@ def _stored_parser(manifest, specs, batched):
 
     One record's values are a 1-D tensor for a fixed feature, a
     `tf.RaggedTensor` `[elements, values]` for a feature list; those of a
-    batch are ragged with a first, record axis. The parse op of a batch names
-    its records in its own errors (a value of the wrong type).
+    batch are ragged with a first, record axis. The parse op's errors (bytes
+    that are no Example, a value of another type) name the record: "record
+    17 of file /d/part-00001-of-00004.tfrecords".
     """
     fixed_features, list_features = {}, {}
     for spec in specs:
@@ -636,21 +600,24 @@ def _stored_parser(manifest, specs, batched):
         )
 
     def parse(serialized, file, index):
-        if not batched:
-            if not manifest.allow_var_len:
-                return tf.io.parse_single_example(serialized, fixed_features)
-            fixed, lists = tf.io.parse_single_sequence_example(
-                serialized, fixed_features, list_features
-            )
-            return {**fixed, **lists}
-        names = tf.strings.join(
+        # Sequence-example parsing reads an Example's bytes as a context
+        # (the same field number), as fast, and names the record in every
+        # error, where TensorFlow's Example parse op leaves out the name
+        # of bytes that are no Example.
+        name = tf.strings.join(
             ["record ", tf.strings.as_string(index), " of file ", file]
         )
-        if not manifest.allow_var_len:
-            return tf.io.parse_example(serialized, fixed_features, names)
-        fixed, lists, _ = tf.io.parse_sequence_example(
-            serialized, fixed_features, list_features, names
-        )
+        if batched:
+            fixed, lists, _ = tf.io.parse_sequence_example(
+                serialized, fixed_features or None, list_features or None, name
+            )
+        else:
+            fixed, lists = tf.io.parse_single_sequence_example(
+                serialized,
+                fixed_features or None,
+                list_features or None,
+                example_name=name,
+            )
         return {**fixed, **lists}
 
     return parse
@@ -890,4 +857,7 @@ def _error_text(error, file, index):
     match = re.fullmatch(r"assertion failed: \[(.*)\]", text)
     if match:
         text = match.group(1)
-    return text.removeprefix(f"record {index} of file {file}: ")
+    name = f"record {index} of file {file}"
+    if text == f"Invalid protocol message input, example id: {name}":
+        return _UNPARSABLE
+    return text.removeprefix(f"{name}: ").removeprefix(f"Name: {name}, ")
