@@ -885,6 +885,38 @@ def test_blocks_with_lengths_have_exact_cardinality_and_train():
     assert epochs[0] != epochs[1]  # reshuffled
 
 
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize(
+    "actual, given, match",
+    [
+        # an element longer than any of its bucket in the lengths given
+        ([2, 6, 9, 3], [2, 6, 8, 3], r"Element 2 has length 9 .* do not match"),
+        # one bucket gets more elements than the lengths put in it
+        ([2, 2, 6, 6], [2, 6, 6, 6], r"do not match.*expected per bucket:.*\[1 3\]"),
+        # and fewer, found at the end (the same number of elements in all)
+        ([2, 6, 6, 6], [2, 2, 6, 6], r"do not match.*seen:.*\[1 3\]"),
+        # one element missing: the same number of batches of 2 in each bucket
+        ([2, 6, 6], [2, 2, 6, 6], r"do not match.*seen:.*\[1 2\]"),
+    ],
+)
+def test_lengths_that_do_not_match_the_data_are_an_error(actual, given, match, batched):
+    """Wrong lengths would give a wrong cardinality and wrong batch shapes:
+    each is checked against the elements as they stream."""
+    dataset = stream(actual).filter(lambda x, i: True)  # cardinality unknown
+    if batched:
+        dataset = dataset.ragged_batch(3)
+    settings = {"boundaries": [4], "batch_size": 2, "pad_to_bucket": True}
+    builder = kerasbatch.StreamBucketBuilder(**settings)
+    batches = builder.build(dataset, given, batched=batched)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=match):
+        collect(batches)
+    # the data's own lengths, in another order, describe the same batches
+    builder = kerasbatch.StreamBucketBuilder(**settings)
+    batches = collect(builder.build(dataset, actual[::-1], batched=batched))
+    assert sorted(i for _, ids in batches for i in ids) == list(range(len(actual)))
+    assert {x.shape for x, _ in batches} == {s["x"] for s in builder.batch_shapes()}
+
+
 @pytest.mark.parametrize(
     "dataset, error, match",
     [

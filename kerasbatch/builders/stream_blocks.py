@@ -68,15 +68,30 @@ class BlockBucketer:
         buffer_size: rows to gather before sorting them into batches.
         shuffle: draw the rows' batches and the batches' order at random.
         seed: int seed of the draws.
+        expected_counts: optional int array, the rows every bucket gets in
+            all: more rows in a bucket, or at the end other counts, fail
+            with an error that quotes `mismatch` and the counts.
+        mismatch: the message of that error.
     """
 
-    def __init__(self, batch_sizes, sequence_positions, buffer_size, shuffle, seed):
+    def __init__(
+        self,
+        batch_sizes,
+        sequence_positions,
+        buffer_size,
+        shuffle,
+        seed,
+        expected_counts=None,
+        mismatch="",
+    ):
         self.batch_sizes = tf.constant(batch_sizes, tf.int64)
         self.num_buckets = len(batch_sizes)
         self.sequence_positions = list(sequence_positions)
         self.buffer_size = int(buffer_size)
         self.shuffle = shuffle
         self.seed = int(seed)
+        self.expected_counts = expected_counts
+        self.mismatch = mismatch
 
     def batches(self, blocks, epoch, finish):
         """A dataset of `finish(rows)`, one per batch, from `blocks`, a
@@ -88,11 +103,18 @@ class BlockBucketer:
         marked = blocks.map(_plain(lambda rows: (rows, False)))
         marked = marked.concatenate(tf.data.Dataset.from_tensors((empty, True)))
         state = {"pending": empty, "emission": tf.constant(0, tf.int64)}
+        if self.expected_counts is not None:
+            state["seen"] = tf.zeros([self.num_buckets], tf.int64)
         seed = tf.stack([tf.constant(self.seed, tf.int64), epoch])
 
         def step(state, block_and_end):
             block, end = block_and_end
-            rows = concat(state["pending"], block)
+            checks = []
+            if self.expected_counts is not None:
+                seen = state["seen"] + self._counts(block["bucket"])
+                checks.append(self._check_counts(seen, end))
+            with tf.control_dependencies(checks):
+                rows = concat(state["pending"], block)
             count = tf.shape(rows["bucket"], out_type=tf.int64)[0]
             leave = tf.logical_or(end, count >= self.buffer_size)
             emission = state["emission"]
@@ -102,11 +124,37 @@ class BlockBucketer:
                 lambda: (self._none(rows), rows),
             )
             new_state = {"pending": pending, "emission": emission + 1}
+            if self.expected_counts is not None:
+                new_state["seen"] = seen
             return new_state, left
 
         emissions = marked.scan(state, _plain(step))
         return emissions.flat_map(
             _plain(lambda rows, sizes: self._split(rows, sizes, finish))
+        )
+
+    def _counts(self, bucket):
+        """The rows of each bucket among `bucket`, the rows' buckets."""
+        return tf.math.bincount(
+            tf.cast(bucket, tf.int32),
+            minlength=self.num_buckets,
+            maxlength=self.num_buckets,
+            dtype=tf.int64,
+        )
+
+    def _check_counts(self, seen, end):
+        """No bucket has more rows than expected; at the `end`, each has
+        exactly as many."""
+        expected = tf.constant(self.expected_counts, tf.int64)
+        matches = tf.where(
+            end,
+            tf.reduce_all(tf.equal(seen, expected)),
+            tf.reduce_all(seen <= expected),
+        )
+        return tf.debugging.Assert(
+            matches,
+            [self.mismatch, "expected per bucket:", expected, "seen:", seen],
+            summarize=self.num_buckets,
         )
 
     def _none(self, rows):
@@ -127,12 +175,7 @@ class BlockBucketer:
             order, tf.argsort(tf.gather(rows["bucket"], order), stable=True)
         )
         bucket = tf.gather(rows["bucket"], order)
-        counts = tf.math.bincount(
-            tf.cast(bucket, tf.int32),
-            minlength=self.num_buckets,
-            maxlength=self.num_buckets,
-            dtype=tf.int64,
-        )
+        counts = self._counts(bucket)
         rank = tf.range(count) - tf.gather(tf.cumsum(counts, exclusive=True), bucket)
         sizes = self.batch_sizes
         batches_per_bucket = -(-counts // sizes)

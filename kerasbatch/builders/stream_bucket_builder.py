@@ -35,6 +35,13 @@ _RING = 4096
 _INPUT_PREFETCH = 256
 #: Single input elements gathered into one block (`ragged_batch`).
 _BLOCK_ROWS = 256
+#: Why lengths given to `build` that do not match the data are an error.
+_LENGTHS_MISMATCH = (
+    "the lengths given to build() do not match the dataset's elements, which "
+    "would make a wrong cardinality and wrong batch shapes; pass each "
+    "element's own length (the longest of its sequence components), in the "
+    "dataset's order."
+)
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
@@ -427,13 +434,19 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             service_lib.STREAM_MODES,
         )
         source, shard_elements = served._source, False
-        if processing_mode == service_lib.SHARDING.HINT:
+        sharded = processing_mode == service_lib.SHARDING.HINT
+        if sharded:
             if served._shardable is not None:
                 source = served._shardable  # whole files per worker
             else:
                 shard_elements = True
         measured = [
-            served._epoch_batches(source, tf.constant(epoch, tf.int64), shard_elements)
+            served._epoch_batches(
+                source,
+                tf.constant(epoch, tf.int64),
+                shard_elements,
+                whole_input=not sharded,
+            )
             for epoch in range(initial_epoch, initial_epoch + epochs)
         ]
         service_api = tf.data.experimental.service
@@ -635,9 +648,16 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
     def _steps_per_epoch(self):
         return self._num_batches
 
-    def _epoch_batches(self, dataset, epoch, shard_hint=False):
+    def _epoch_batches(self, dataset, epoch, shard_hint=False, whole_input=True):
         """The batches of one epoch, made block by block
         (`kerasbatch.builders.stream_blocks`): no function runs per element.
+
+        With the lengths given to `build`, an element longer than its
+        bucket's longest length there fails (`_prepare_block`), and when
+        the pipeline reads the `whole_input` (not a tf.data service
+        worker's share) so does a bucket with more or, at the end, fewer
+        elements than those lengths put in it: lengths that do not match
+        the data would make a wrong cardinality and wrong `batch_shapes`.
 
         Each block of input rows is prepared in one call (`_prepare_block`:
         buckets, cuts, checks); the bucketer sorts the rows into batches;
@@ -657,12 +677,15 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             _plain(lambda seen, block: (seen + _num_rows(block), (seen, block))),
         )
         rows = numbered.map(_plain(self._prepare_block))
+        whole_input = whole_input and not shard_hint
         bucketer = stream_blocks.BlockBucketer(
             self._pipeline_constants()["sizes"],
             range(len(self._elements.sequence_positions)),
             self.buffer_size,
             self.shuffle,
             self.seed,
+            expected_counts=self.bucket_counts if whole_input else None,
+            mismatch=_LENGTHS_MISMATCH,
         )
         return bucketer.batches(
             rows, epoch, _plain(lambda batch: self._measure_batch(self._padded(batch)))
@@ -683,6 +706,9 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             self._constants = {
                 "bounds": self._buckets.bounds,
                 "sizes": np.array(self.resolved_batch_sizes, np.int64),
+                "longest": np.array(
+                    [-1 if at is None else at[1] for at in self._longest], np.int64
+                ),
             }
         return self._constants
 
@@ -741,6 +767,22 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                         "max_length with overflow truncate.",
                     )
                 )
+        if self.bucket_counts is not None:
+            longest = self._pipeline_constants()["longest"]
+            kept_length = tf.reduce_max(kept, axis=1)
+            longer = kept_length > tf.gather(longest, bucket)
+            if keep is not None:  # rows the drop policy leaves out are not
+                longer = tf.logical_and(longer, keep)
+            checks.append(
+                _check_rows(
+                    longer,
+                    index,
+                    kept_length,
+                    "Element {} has length {} (after any truncation), longer "
+                    "than any in its bucket among the lengths given to "
+                    f"build(): {_LENGTHS_MISMATCH}",
+                )
+            )
         others = [t for i, t in enumerate(flat) if i not in positions]
         with tf.control_dependencies(checks):
             rows = {
