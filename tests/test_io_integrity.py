@@ -21,6 +21,7 @@ from test_io_loader import config as loader_config
 from kerasbatch.io import (
     Manifest,
     TFRecordLoader,
+    add_record_counts,
     check_dataset,
     load_manifest,
     parse_batches,
@@ -74,8 +75,9 @@ def damaged_copy(originals, compression, data, counts=True):
     return path
 
 
-def read(path, compression, on_damage, counts=True):
-    """`(labels read, damaged files, lost records)` by `read_file_records`."""
+def read(path, compression, on_damage, counts=True, python_checks=True):
+    """`(labels read, damaged files, lost records)` by `read_file_records`
+    (`python_checks=False`: as a tf.data service worker reads)."""
     manifest = load_manifest(path)
     file = os.path.join(path, NAME)
     damaged = tf.Variable(0, dtype=tf.int64)
@@ -88,6 +90,7 @@ def read(path, compression, on_damage, counts=True):
         on_damage=on_damage,
         damaged_files=damaged,
         lost_records=lost,
+        python_checks=python_checks,
     )
     labels = []
     for serialized, _, _ in dataset:
@@ -253,6 +256,73 @@ def test_damage_in_a_sequence_loader_is_counted(originals):
     assert len(kept) + loader.lost_records == NUM_RECORDS
 
 
+# ------------------------------------------------- where no Python runs
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_without_python_a_cut_file_is_named_and_its_lost_records_counted(
+    originals, compression
+):
+    """A tf.data service worker runs no Python: no zlib check in Python and
+    no scan past damage, but the record counts find every cut."""
+    _, data = originals[compression]
+    path = damaged_copy(originals, compression, data[: len(data) // 2])
+    file = re.escape(os.path.join(path, NAME))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=file):
+        read(path, compression, "raise", python_checks=False)
+    labels, damaged, lost = read(path, compression, "skip", python_checks=False)
+    assert labels == list(range(len(labels)))
+    assert (damaged, lost) == (1, NUM_RECORDS - len(labels))
+
+
+def test_without_python_a_zlib_file_needs_record_counts(originals):
+    path, _ = originals["zlib"]
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"has no record_counts .* kerasbatch.io.add_record_counts",
+    ):
+        read(path, "zlib", "raise", counts=False, python_checks=False)
+    labels, _, _ = read(path, "zlib", "raise", python_checks=False)
+    assert labels == list(range(NUM_RECORDS))
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_add_record_counts_to_a_dataset_written_without_them(originals, compression):
+    source, data = originals[compression]
+    path = damaged_copy(originals, compression, data, counts=False)
+    assert load_manifest(path).record_counts is None
+    manifest = add_record_counts(path, verbose=0)
+    assert manifest.record_counts == load_manifest(source).record_counts
+    assert load_manifest(path) == manifest
+    # now a cut is found even where no Python runs, every lost record counted
+    with open(os.path.join(path, NAME), "wb") as file:
+        file.write(data[: len(data) * 2 // 3])
+    labels, damaged, lost = read(path, compression, "skip", python_checks=False)
+    assert (damaged, len(labels) + lost) == (1, NUM_RECORDS)
+    # a damaged file is not counted: the error names it, the manifest stays
+    path = damaged_copy(originals, compression, data[: len(data) // 2], counts=False)
+    with pytest.raises(ValueError, match=re.escape(os.path.join(path, NAME))):
+        add_record_counts(path, verbose=0)
+    assert load_manifest(path).record_counts is None
+
+
+def test_add_record_counts_bad_arguments(originals, tmp_path):
+    with pytest.raises(TypeError, match="data directory or a dataset specifier"):
+        add_record_counts(3)
+    with pytest.raises(ValueError, match="does not exist"):
+        add_record_counts(str(tmp_path / "nowhere"))
+    source, _ = originals[None]
+    manifest_file = os.path.join(source, "__manifest__.json")
+    elsewhere = tmp_path / "data.tfrecords"
+    shutil.copy(os.path.join(source, NAME), elsewhere)
+    list_file = tmp_path / "files.txt"
+    list_file.write_text(f"{elsewhere}\n")
+    specifier = {
+        "type": "list",
+        "args": {"manifest_file": manifest_file, "list_file": str(list_file)},
+    }
+    with pytest.raises(ValueError, match="is not under the manifest's directory"):
+        add_record_counts(specifier, verbose=0)
+
+
 # ---------------------------------------------------------------- records
 EXAMPLE_MANIFEST = {
     "compression": None,
@@ -349,20 +419,20 @@ def test_raise_names_the_file_and_record_of_every_kind(tmp_path, kind):
     where = re.escape(f"record 13 of file {file}")
     with pytest.raises(tf.errors.InvalidArgumentError, match=where):
         list(parse_batches(records, manifest))
-    loader = example_loader(str(tmp_path))
-    with pytest.raises(tf.errors.InvalidArgumentError, match=where):
-        loader_labels(loader)
+    for multi_load in (False, True):  # record by record, or seed 001's batches
+        loader = example_loader(str(tmp_path), multi_load=multi_load)
+        with pytest.raises(tf.errors.InvalidArgumentError, match=where):
+            loader_labels(loader)
     ((where, index, _),) = loader.check(verbose=0).errors
     assert (where, index) == (file, 13)
 
 
 def test_a_batch_that_fails_to_parse_keeps_its_good_records_in_order(tmp_path):
-    file = write_examples(
-        str(tmp_path), {1: "float for int", 2: "wrong length", 5: "unparsable bytes"}
-    )
+    bad = {1: "float for int", 2: "wrong length", 5: "unparsable bytes"}
+    file = write_examples(str(tmp_path), {**bad, 17: "cut Example"})
     skipped = tf.Variable(0, dtype=tf.int64)
     batches = parse_batches(
-        read_file_records(file, None).batch(8),
+        read_file_records(file, None).batch(20),  # parsed again in 16 and 4
         Manifest.from_dict(EXAMPLE_MANIFEST),
         on_error="skip",
         counter=skipped,
@@ -370,6 +440,6 @@ def test_a_batch_that_fails_to_parse_keeps_its_good_records_in_order(tmp_path):
         deterministic=True,
     )
     xs = [row.tolist() for batch in batches for row in batch["x"].numpy()]
-    expected = [i for i in range(20) if i not in (1, 2, 5)]
+    expected = [i for i in range(20) if i not in (1, 2, 5, 17)]
     assert xs == [[i, i] for i in expected]
-    assert int(skipped.numpy()) == 3
+    assert int(skipped.numpy()) == 4

@@ -6,7 +6,9 @@ it is a variable-length sequence, and how it is stored (`int`, `float`,
 `string` or `raw` bytes). `write_dataset` writes one from numpy data,
 `load_manifest` reads and validates a manifest, `make_parser` parses records
 into tensors inside `tf.data` (`make_batch_parser` batches of them, faster),
-and `check_dataset` finds every record that does not match its manifest.
+and `check_dataset` finds every record that does not match its manifest;
+`add_record_counts` stores each file's number of records in a manifest
+written without them, so that readers find any file cut short.
 `TFRecordLoader` is seed 001's batch loader: `independent`,
 `continuous_sequence` and `discrete_sequence` loaders that build `(inputs,
 targets)` datasets for `model.fit`, batched by the seed's rules or by a
@@ -29,6 +31,7 @@ from kerasbatch.io.parsing import (
     make_parser,
     parse_batches,
 )
+from kerasbatch.io.record_counts import add_record_counts
 from kerasbatch.io.records import read_file_records
 from kerasbatch.io.writer import write_dataset, write_list_file
 
@@ -41,6 +44,7 @@ __all__ = [
     "FeatureSpec",
     "Manifest",
     "TFRecordLoader",
+    "add_record_counts",
     "check_dataset",
     "load_manifest",
     "make_batch_parser",

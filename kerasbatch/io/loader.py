@@ -546,8 +546,8 @@ class TFRecordLoader:
             )
         return elements
 
-    def _parse(self, records, plan):
-        """Batches of `_PARSE_BATCH` parsed records keyed by `to_name`.
+    def _parse(self, records, plan, batch_size=_PARSE_BATCH, drop_remainder=False):
+        """Batches of `batch_size` parsed records keyed by `to_name`.
 
         One parse op and one set of checks per batch
         (`kerasbatch.io.parse_batches`). With `on_error="skip"` the bad
@@ -563,7 +563,7 @@ class TFRecordLoader:
             return {names[k]: v for k, v in features.items()}
 
         parsed = parsing.parse_batches(
-            records.batch(_PARSE_BATCH),
+            records.batch(batch_size, drop_remainder=drop_remainder),
             plan.manifest,
             list(names),
             on_error=c["on_error"],
@@ -572,14 +572,6 @@ class TFRecordLoader:
             deterministic=not c["sloppy_interleave"],
         )
         return parsed.map(rename)
-
-    def _map(self, dataset, function):
-        """`dataset.map` of batches with `num_parallel_parses` parallel calls."""
-        return dataset.map(
-            function,
-            num_parallel_calls=self.config["num_parallel_parses"],
-            deterministic=not self.config["sloppy_interleave"],
-        )
 
     def _num_batches(self, num_elements):
         size = self.config["target_batch_size"]
@@ -592,8 +584,12 @@ class TFRecordLoader:
         drop = c["drop_remainder"] and c["epochs"] is not None
         size = c["target_batch_size"]
         if c["type"] == "independent" and c["multi_load"]:
-            parse = _batch_parser(plan.manifest, plan.primaries)
-            return self._map(elements.batch(size, drop_remainder=drop), parse)
+            if plan.manifest.allow_var_len:
+                raise ValueError(
+                    "multi_load needs fixed-length records (allow_var_len false "
+                    "in the manifest); these records are SequenceExamples."
+                )
+            return self._parse(elements, plan, size, drop)
         if plan.padding is None:
             varying = {
                 name: spec.shape
@@ -699,43 +695,6 @@ class _Packer:
         if issubclass(kind, list | tuple):
             return tuple(element[n] for n in present)
         return element[present[0]]
-
-
-def _batch_parser(manifest, primaries):
-    """Parses a batch of serialized Examples at once (`multi_load`)."""
-    if manifest.allow_var_len:
-        raise ValueError(
-            "multi_load needs fixed-length records (allow_var_len false in the "
-            "manifest); these records are SequenceExamples."
-        )
-    specs = {p.to_name: manifest.feature(p.from_name) for p in primaries}
-
-    def parse(serialized, files, indices):
-        features = {}
-        for name, spec in specs.items():
-            if spec.deserialize_type == "raw":
-                count = spec.deserialize_args.get("len", 1)
-                raw = tf.io.parse_example(
-                    serialized, {spec.name: tf.io.FixedLenFeature([count], tf.string)}
-                )[spec.name]
-                little = spec.deserialize_args["endian"] == "little"
-                values = tf.io.decode_raw(raw, spec.tf_dtype, little_endian=little)
-            else:
-                stored = {"int": tf.int64, "float": tf.float32, "string": tf.string}
-                size = int(np.prod(spec.shape, dtype=np.int64))
-                values = tf.io.parse_example(
-                    serialized,
-                    {
-                        spec.name: tf.io.FixedLenFeature(
-                            [size], stored[spec.deserialize_type]
-                        )
-                    },
-                )[spec.name]
-            shape = [-1, *spec.tensor_shape]
-            features[name] = tf.cast(tf.reshape(values, shape), spec.tf_dtype)
-        return features
-
-    return parse
 
 
 def _manifest_path(specifier):

@@ -212,20 +212,22 @@ class Manifest:
         """
         if not self.record_counts:
             return None
+        return self.record_counts.get(self.relative_name(file, manifest_path))
+
+    @staticmethod
+    def relative_name(file, manifest_path):
+        """`file`'s key in `record_counts`: its path relative to the
+        manifest's directory, `/`-separated; None for a file outside it."""
         directory = os.fspath(manifest_path)
         if directory.endswith(".json"):
             directory = os.path.dirname(directory)
         file = os.fspath(file)
         if "://" in file or "://" in directory:
-            key = (
-                file[len(directory) :].lstrip("/")
-                if file.startswith(directory)
-                else None
-            )
-        else:
-            key = os.path.relpath(os.path.abspath(file), os.path.abspath(directory))
-            key = None if key.startswith("..") else key.replace(os.sep, "/")
-        return self.record_counts.get(key)
+            if not file.startswith(directory):
+                return None
+            return file[len(directory) :].lstrip("/")
+        key = os.path.relpath(os.path.abspath(file), os.path.abspath(directory))
+        return None if key.startswith("..") else key.replace(os.sep, "/")
 
     def to_dict(self):
         """The manifest as a JSON-ready dict with the keys of the format."""

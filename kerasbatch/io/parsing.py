@@ -42,6 +42,8 @@ ON_ERROR = ("raise", "skip")
 _STORAGE = {"int": tf.int64, "float": tf.float32, "string": tf.string, "raw": tf.string}
 _PROGRESS_EVERY = 100
 _ERRORS_SHOWN = 5
+#: Records parsed together when a batch's parse op fails, before record by record.
+_FALLBACK_CHUNK = 16
 _UNPARSABLE = (
     "Invalid protocol message input: the bytes are no Example (or SequenceExample)"
 )
@@ -271,15 +273,23 @@ def parse_batches(
     parse = _make_parse(manifest, names, "skip", batched=True)
 
     def parse_block(serialized, files, indices):
-        """The parsed batch; if its parse op fails, its records parsed one by
-        one (as one batch)."""
-        batch = tf.data.Dataset.from_tensors((serialized, files, indices))
-        again = (
-            batch.flat_map(lambda *parts: tf.data.Dataset.from_tensor_slices(parts))
-            .flat_map(one)
-            .unbatch()
-            .batch(tf.int64.max)
+        """The parsed batch; if its parse op fails, its chunks parsed one by
+        one, and those that fail record by record (as one batch)."""
+        return parsed_or(
+            (serialized, files, indices),
+            lambda *parts: _slices(parts).batch(_FALLBACK_CHUNK).flat_map(chunk),
         )
+
+    def chunk(serialized, files, indices):
+        return parsed_or(
+            (serialized, files, indices), lambda *parts: _slices(parts).flat_map(one)
+        )
+
+    def parsed_or(batch, fallback):
+        """`batch` parsed, or if its parse op fails, the batches `fallback`
+        makes of its parts, joined into one."""
+        batch = tf.data.Dataset.from_tensors(batch)
+        again = batch.flat_map(fallback).unbatch().batch(tf.int64.max)
         return batch.map(parse).ignore_errors().concatenate(again).take(1)
 
     def one(serialized, file, index):
@@ -829,6 +839,10 @@ def _failure_text(all_valid, valid, checks, file, index):
         return first_failure(checks)
 
     return tf.cond(all_valid, lambda: tf.constant(""), failure)
+
+
+def _slices(parts):
+    return tf.data.Dataset.from_tensor_slices(tuple(parts))
 
 
 def _boolean_mask(values, mask):

@@ -86,7 +86,10 @@ def read_file_records(
             scan past damage in an uncompressed file), which run only at a
             file's end and for damaged files. Without them (e.g. for the
             tf.data service, which cannot run Python) a zlib file needs
-            `num_records`, and `"skip"` reads a damaged file up to the damage.
+            `num_records` (else its end fails, naming
+            `kerasbatch.io.add_record_counts`), and `"skip"` reads a damaged
+            uncompressed file up to the damage (the records after it are
+            counted as lost).
 
     Returns:
         A `tf.data.Dataset` of `(serialized record, file, int64 index)`, what
@@ -139,9 +142,7 @@ def read_file_records(
         elif compression == "gzip" and not tf.is_tensor(file):
             stream_size = gzip_stream_size(file, file_size)
     checked = (
-        stream_size is not None
-        or num_records is not None
-        or (compression == "zlib" and python_checks)
+        stream_size is not None or num_records is not None or compression == "zlib"
     )
     if on_damage == "skip" and checked and damaged_files is None:
         raise ValueError("on_damage='skip' with checks needs damaged_files.")
@@ -251,6 +252,22 @@ class _EndCheck:
         self.python_checks = python_checks
 
     def __call__(self, read_bytes, read_records):
+        if self.compression == "zlib" and not self.python_checks:
+            # without counts, only Python (zlib) finds a zlib stream cut short
+            known = tf.debugging.Assert(
+                self.num_records >= 0,
+                [
+                    "TFRecord file",
+                    self.file,
+                    "is zlib-compressed and has no record_counts in the "
+                    "manifest, so its end cannot be checked here (where no "
+                    "Python runs, e.g. a tf.data service worker) and records "
+                    "lost to damage would go unnoticed: add the counts with "
+                    "kerasbatch.io.add_record_counts(data_dir)",
+                ],
+            )
+            with tf.control_dependencies([known]):
+                read_records = tf.identity(read_records)
         stream_size = self.stream_size
         if self.compression == "zlib" and self.python_checks:
             stream_size = tf.cond(
