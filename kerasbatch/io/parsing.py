@@ -316,9 +316,14 @@ def parse_batches(
         invalid = tf.reduce_sum(tf.cast(tf.logical_not(valid), tf.int64))
         updates = [] if counter is None else [counter.assign_add(invalid)]
         with tf.control_dependencies(updates):
-            return {
-                name: _boolean_mask(values, valid) for name, values in features.items()
-            }
+            return tf.cond(  # masking costs more than parsing a valid batch
+                tf.equal(invalid, 0),
+                lambda: tf.nest.map_structure(_identity, features),
+                lambda: {
+                    name: _boolean_mask(values, valid)
+                    for name, values in features.items()
+                },
+            )
 
     return parsed.map(leave_out_invalid)
 
