@@ -17,7 +17,9 @@ import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_io_loader import config as loader_config
+from test_io_loader import make_model
 
+from kerasbatch import StreamBucketBuilder
 from kerasbatch.io import (
     Manifest,
     TFRecordLoader,
@@ -254,6 +256,29 @@ def test_damage_in_a_sequence_loader_is_counted(originals):
     kept = loader_labels(loader)
     assert loader.damaged_files == 1
     assert len(kept) + loader.lost_records == NUM_RECORDS
+
+
+@pytest.mark.parametrize("compression", ["gzip", None])
+def test_skip_with_a_stream_builder_fits_exactly_the_kept_records(
+    originals, compression
+):
+    """The length index and the training pass skip the same records, so the
+    lengths given to the builder match what it streams."""
+    _, data = originals[compression]
+    path = damaged_copy(originals, compression, data[: len(data) * 2 // 3])
+    kept, _, lost = read(path, compression, "skip")
+    loader = TFRecordLoader(**loader_config(path, padding=False, on_error="skip"))
+    names = {"inputs": ["x"], "outputs": ["y"]}
+    lengths = loader.lengths(**names, verbose=0)
+    assert len(lengths) == len(kept)
+    builder = StreamBucketBuilder(boundaries=[3], batch_size=2, seed=1)
+    dataset = loader.build(**names, builder=builder, lengths=lengths)
+    labels = [int(v) for _, y in dataset.as_numpy_iterator() for v in y["y"]]
+    assert sorted(labels) == kept
+    history = make_model().fit(dataset, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2
+    assert builder.statistics().num_elements == len(kept)
+    assert (loader.damaged_files, loader.lost_records) == (3, 3 * lost)  # 3 passes
 
 
 # ------------------------------------------------- where no Python runs
