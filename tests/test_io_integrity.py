@@ -452,6 +452,36 @@ def test_raise_names_the_file_and_record_of_every_kind(tmp_path, kind):
     assert (where, index) == (file, 13)
 
 
+def test_a_wrong_type_in_a_feature_list_is_named_and_skipped(originals, tmp_path):
+    source, _ = originals[None]
+    load_manifest(source).save(tmp_path)
+    file = str(tmp_path / NAME)
+    with tf.io.TFRecordWriter(file) as writer:
+        for i in range(NUM_RECORDS):
+            record = tf.train.SequenceExample()
+            record.context.feature["label"].int64_list.value.append(i)
+            element = record.feature_lists.feature_list["tokens"].feature.add()
+            values = element.float_list if i == 4 else element.int64_list
+            values.value.append(i)
+            writer.write(record.SerializeToString())
+    check = check_dataset(load_manifest(tmp_path), [file], verbose=0)
+    assert check.errors == (
+        (
+            file,
+            4,
+            "feature list `tokens` element 0 is stored as another type than the "
+            "manifest says (TensorFlow expected int64)",
+        ),
+    )
+    loader = TFRecordLoader(**loader_config(str(tmp_path), on_error="skip"))
+    assert loader_labels(loader) == [i for i in range(NUM_RECORDS) if i != 4]
+    assert loader.skipped_records == 1
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=f"record 4 of file {file}"
+    ):
+        loader_labels(TFRecordLoader(**loader_config(str(tmp_path))))
+
+
 def test_a_batch_that_fails_to_parse_keeps_its_good_records_in_order(tmp_path):
     bad = {1: "float for int", 2: "wrong length", 5: "unparsable bytes"}
     file = write_examples(str(tmp_path), {**bad, 17: "cut Example"})

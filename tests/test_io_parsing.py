@@ -658,7 +658,8 @@ def test_check_records_that_do_not_match_the_manifest(tmp_path):
     )
     assert check.errors[2][:2] == (files[2], 0)
     assert check.errors[2][2] == (
-        "Context feature: x.  Data types don't match. Expected type: int64"
+        "feature `x` is stored as another type than the manifest says "
+        "(TensorFlow expected int64)"
     )
     assert check.errors[3][:2] == (files[3], 0)
     assert check.errors[3][2].startswith("cannot open the file: ")

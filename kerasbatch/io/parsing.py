@@ -42,6 +42,11 @@ ON_ERROR = ("raise", "skip")
 _STORAGE = {"int": tf.int64, "float": tf.float32, "string": tf.string, "raw": tf.string}
 _PROGRESS_EVERY = 100
 _ERRORS_SHOWN = 5
+#: TensorFlow's parse error for a value of another type than the manifest's.
+_WRONG_TYPE = re.compile(
+    r"(?:Context feature|Feature list): (.+?)(?:, Index: (\d+))?\.  "
+    r"Data types don't match\. Expected type: (\w+)"
+)
 #: Records parsed together when a batch's parse op fails, before record by record.
 _FALLBACK_CHUNK = 16
 _UNPARSABLE = (
@@ -879,4 +884,15 @@ def _error_text(error, file, index):
     name = f"record {index} of file {file}"
     if text == f"Invalid protocol message input, example id: {name}":
         return _UNPARSABLE
-    return text.removeprefix(f"{name}: ").removeprefix(f"Name: {name}, ")
+    text = text.removeprefix(f"{name}: ").removeprefix(f"Name: {name}, ")
+    match = _WRONG_TYPE.fullmatch(text)
+    if match:  # in the words of the other checks
+        feature, element, expected = match.groups()
+        where = f"feature `{feature}`"
+        if element is not None:
+            where = f"feature list `{feature}` element {element}"
+        return (
+            f"{where} is stored as another type than the manifest says "
+            f"(TensorFlow expected {expected})"
+        )
+    return text
