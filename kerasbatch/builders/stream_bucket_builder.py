@@ -263,7 +263,11 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             lengths: optional 1-D int array of every element's length (the
                 longest of its sequence components), in the dataset's order,
                 e.g. from a length-index pass. Needed for boundary
-                strategies; gives exact cardinality for finite data.
+                strategies; gives exact cardinality for finite data. The
+                elements are checked against them as they stream: an
+                element longer than any its bucket was given, or a bucket
+                with more (at the end, other) elements than they say, is an
+                error, since they fix the cardinality and `batch_shapes()`.
             shardable: optional: the same dataset with a
                 `shard(tf.data.experimental.SHARD_HINT, SHARD_HINT)` where it
                 lists its files, so that `distribute_with_service` gives
