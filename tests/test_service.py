@@ -1,6 +1,7 @@
 """Builders on the tf.data service: dispatcher and workers in processes of
 their own on loopback (`service_server.py`), bounded in time."""
 
+import dataclasses
 import time
 
 import numpy as np
@@ -16,12 +17,14 @@ from test_built_datasets import (
     recorder,
     records_loader,
     reference,
+    sequences,
     token_counts,
     tokens,
 )
 
 import kerasbatch
 from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency
+from kerasbatch.io import add_record_counts, load_manifest, write_dataset
 
 IN_MEMORY = ["padded", "sorted", "bucket", "packed", "chunk", "window"]
 
@@ -224,3 +227,35 @@ def test_a_shardable_dataset_must_match_the_dataset():
     other = stream(TRAIN_LENGTHS, 1).map(lambda x: tf.cast(x, tf.float32))
     with pytest.raises(ValueError, match="shardable must be the same dataset"):
         builder.build(stream(TRAIN_LENGTHS, 1), lengths=TRAIN_LENGTHS, shardable=other)
+
+
+def test_lengths_that_do_not_match_fail_on_the_workers(two_workers):
+    from test_built_datasets import stream
+
+    given = np.minimum(TRAIN_LENGTHS, TRAIN_LENGTHS.max() - 1)  # the longest cut
+    builder = BUILDERS["stream"]()
+    builder.build(stream(TRAIN_LENGTHS, 1), lengths=given)
+    remote = builder.distribute_with_service(two_workers, epochs=1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="do not match"):
+        list(remote)
+
+
+def test_a_zlib_dataset_needs_record_counts_on_the_workers(two_workers, tmp_path):
+    """Workers run no Python, so the zlib stream's own check cannot run
+    there: without record counts reading fails naming the fix."""
+    directory = tmp_path / "records"
+    records = [{"tokens": s} for s in sequences(TRAIN_LENGTHS[:9], 1)]
+    manifest = write_dataset(directory, records, num_shards=2, compression="zlib")
+    dataclasses.replace(manifest, record_counts=None).save(directory)
+    builder = BUILDERS["stream"]()
+    build_from_loader(builder, records_loader(directory, TRAIN_LENGTHS[:9], 1))
+    remote = builder.distribute_with_service(two_workers, epochs=1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="add_record_counts"):
+        list(remote)
+    add_record_counts(directory, verbose=0)
+    assert load_manifest(directory).record_counts
+    builder = BUILDERS["stream"]()
+    build_from_loader(builder, records_loader(directory, TRAIN_LENGTHS[:9], 1))
+    remote = builder.distribute_with_service(two_workers, epochs=1)
+    arrived = [tokens(batch) for batch in remote]
+    assert token_counts(arrived) == expected_counts(TRAIN_LENGTHS[:9], 1)
