@@ -19,18 +19,28 @@ import numpy as np
 
 NUM_ELEMENTS = 20_000
 MAX_LENGTH = 512
+SIGMA = 0.7  # of the log-lengths of `lognormal`
 WORKLOADS = ("lognormal", "bimodal")
 
 
-def draw_lognormal_lengths(rng, num_elements):
-    """`num_elements` lengths `clip(lognormal(3.5, 0.7), 1, 512)` drawn from `rng`."""
-    return np.clip(rng.lognormal(3.5, 0.7, num_elements).astype(int), 1, MAX_LENGTH)
+def draw_lognormal_lengths(rng, num_elements, mu=3.5, max_length=MAX_LENGTH):
+    """`num_elements` lengths `clip(lognormal(mu, 0.7), 1, max_length)` drawn
+    from `rng` (the reference: `mu=3.5`, `max_length=512`; mean about 42)."""
+    lengths = rng.lognormal(mu, SIGMA, num_elements).astype(int)
+    return np.clip(lengths, 1, max_length)
 
 
-def draw_lognormal_sequences(rng, num_elements, vocab=1000):
+def lognormal_mu(mean_length):
+    """The `mu` of `draw_lognormal_lengths` whose (unclipped) mean length is
+    `mean_length`: `log(mean_length) - 0.7**2 / 2`."""
+    return float(np.log(mean_length) - SIGMA**2 / 2)
+
+
+def draw_lognormal_sequences(rng, num_elements, vocab=1000, **length_options):
     """`num_elements` int32 token-id sequences, all drawn from `rng`: the lengths
-    (`draw_lognormal_lengths`), then the ids in `[1, vocab)` sequence by sequence."""
-    lengths = draw_lognormal_lengths(rng, num_elements)
+    (`draw_lognormal_lengths` with `length_options`), then the ids in
+    `[1, vocab)` sequence by sequence."""
+    lengths = draw_lognormal_lengths(rng, num_elements, **length_options)
     return [rng.integers(1, vocab, n).astype("int32") for n in lengths]
 
 
