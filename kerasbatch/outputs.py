@@ -52,11 +52,24 @@ def finish_batch(
     return x, y, sample_weight
 
 
-def fill_rows(tensor, rows, value=0):
-    """`tensor` with filler rows of `value` appended up to `rows` rows."""
-    extra = rows - tf.shape(tensor, out_type=tf.int64)[0]
-    paddings = tf.pad([[0, extra]], [[0, tensor.shape.rank - 1], [0, 0]])
-    return tf.pad(tensor, paddings, constant_values=tf.cast(value, tensor.dtype))
+def fill_rows(tensor, rows):
+    """`tensor` with filler rows appended up to `rows` rows: copies of its
+    first row (zeros if it has none), which `finish_batch(real_rows=...)`
+    weighs 0. Given a batch's element indices, the filler rows gather
+    copies of its first element.
+
+    A filler row of all padding would be a row that no model can normalise
+    over: an average pooled over its mask is 0 / 0 (Keras'
+    `GlobalAveragePooling1D` after `mask_zero=True`), a fully masked
+    attention row is NaN in fused kernels, and NaN times a zero weight is
+    still NaN in the loss. A copy of a real row gives finite outputs
+    wherever the first row does, and its zero weight leaves it out.
+    """
+    shape = tf.shape(tensor, out_type=tf.int64)
+    # The first row, or zeros where there is none (a replica's empty part).
+    zeros = tf.zeros(tf.concat([[1], shape[1:]], axis=0), tensor.dtype)
+    first = tf.concat([tensor[:1], zeros], axis=0)[:1]
+    return tf.concat([tensor, tf.repeat(first, rows - shape[0], axis=0)], axis=0)
 
 
 def _without_filler(sample_weight, y, real_rows):

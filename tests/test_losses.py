@@ -165,6 +165,24 @@ def test_padding_values_do_not_change_the_loss(loss_cls, ref, feature_shape):
         assert float(loss(dirty_true, dirty_pred, sample_weight=mask)) == expected
 
 
+@pytest.mark.backend
+@pytest.mark.parametrize("loss_cls, ref", CASES)
+def test_a_filler_row_of_zero_weight_leaves_no_nan_in_the_loss(loss_cls, ref):
+    """A row of example weight 0 (a filler row) whose predictions are NaN or
+    inf gives the loss of the batch without it: selected, not multiplied."""
+    y_true, y_pred, _ = padded_data(pad=3.0)
+    weights = np.array([1.0, 0.0, 2.0, 0.5, 3.0], dtype="float32")
+    loss = loss_cls()
+    kept = weights > 0
+    expected = float(loss(y_true[kept], y_pred[kept], sample_weight=weights[kept]))
+    for poison in (np.nan, np.inf, -np.inf):
+        dirty = y_pred.copy()
+        dirty[~kept] = poison
+        assert float(loss(y_true, dirty, sample_weight=weights)) == pytest.approx(
+            expected, rel=1e-6
+        )
+
+
 @pytest.mark.parametrize("loss_cls, ref", CASES)
 def test_non_binary_per_frame_weights(loss_cls, ref):
     y_true, y_pred, mask = padded_data()

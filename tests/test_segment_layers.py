@@ -25,7 +25,72 @@ def test_attention_mask_is_block_diagonal_over_real_segments():
     for b, ids in enumerate(SEGMENT_IDS):
         for q in range(8):
             for k in range(8):
-                assert mask[b, q, k] == (ids[q] == ids[k] != 0)
+                # A padding query attends to itself alone.
+                expected = ids[q] == ids[k] != 0 or (ids[q] == 0 and q == k)
+                assert mask[b, q, k] == expected
+
+
+def fused_kernel_attention(scores, mask):
+    """Softmax attention weights as fused GPU kernels (cuDNN flash attention)
+    compute them: masked scores are -inf, so a fully masked row is 0 / 0."""
+    scores = np.where(mask, scores, -np.inf)
+    with np.errstate(invalid="ignore"):
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def packed_and_filled_segment_ids():
+    """Segment ids of packed rows with a filler row (`batch_multiple`), and of
+    a padded batch (`pad_to_multiple`, filler rows of `remainder="pad"`)."""
+    rng = np.random.default_rng(0)
+    x = [rng.integers(1, 9, n) for n in rng.integers(1, 20, 30)]
+    packed = kerasbatch.PackedBuilder(32, batch_size=3, batch_multiple=4)
+    padded = kerasbatch.BucketBuilder(
+        num_buckets=2,
+        batch_size=8,
+        pad_to_bucket=True,
+        pad_to_multiple=16,
+        remainder="pad",
+    )
+    for inputs, _, weights in packed.build(x, x):
+        yield np.asarray(inputs["segment_ids"]), np.asarray(weights)
+    for tokens, _, weights in padded.build(x, np.ones(len(x))):
+        yield (np.asarray(tokens) != 0).astype("int32"), np.asarray(weights)
+
+
+@pytest.mark.backend
+def test_no_row_of_the_mask_is_all_false_for_padding_and_filler_rows():
+    """Padding tokens, and filler rows, would be fully masked softmax rows:
+    NaN under the fused kernels of a GPU (here in NumPy, as cuDNN does)."""
+    rng = np.random.default_rng(1)
+    fillers = 0
+    for segment_ids, weights in [(SEGMENT_IDS, None), *packed_and_filled_segment_ids()]:
+        mask = np.asarray(SegmentAttentionMask()(segment_ids))
+        assert mask.any(axis=-1).all()
+        attention = fused_kernel_attention(rng.normal(size=mask.shape), mask)
+        assert np.isfinite(attention).all()
+        if weights is not None:
+            fillers += int((weights.reshape(len(weights), -1).max(axis=1) == 0).sum())
+    assert fillers > 0  # filler rows were among them
+
+
+@pytest.mark.backend
+def test_real_tokens_attend_as_they_did_before():
+    """Only the padding query rows changed: real tokens' outputs are those
+    of the block-diagonal mask that leaves padding rows all False."""
+    rng = np.random.default_rng(2)
+    hidden = rng.normal(size=(3, 8, 16)).astype("float32")
+    attention = keras.layers.MultiHeadAttention(num_heads=2, key_dim=8, seed=0)
+    old_mask = (SEGMENT_IDS[:, :, None] == SEGMENT_IDS[:, None, :]) & (
+        SEGMENT_IDS[:, :, None] != 0
+    )
+    new = np.asarray(
+        attention(hidden, hidden, attention_mask=SegmentAttentionMask()(SEGMENT_IDS))
+    )
+    old = np.asarray(attention(hidden, hidden, attention_mask=old_mask))
+    real = SEGMENT_IDS != 0
+    np.testing.assert_allclose(new[real], old[real], atol=1e-6, rtol=0)
+    assert np.isfinite(new).all()
 
 
 @pytest.mark.backend
@@ -51,6 +116,18 @@ def test_pooling_averages_every_segment_into_its_slot():
             members = ids == slot + 1
             expected = features[b, members].mean(0) if members.any() else np.zeros(5)
             np.testing.assert_allclose(pooled[b, slot], expected, rtol=1e-6)
+
+
+@pytest.mark.backend
+def test_pooling_selects_padding_away_so_nan_there_reaches_no_slot():
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(3, 8, 5)).astype("float32")
+    expected = np.asarray(SegmentPooling(2)(features, SEGMENT_IDS))
+    # Padding, and segment 3 (beyond max_segments), hold NaN and inf.
+    dirty = np.where((SEGMENT_IDS == 0) | (SEGMENT_IDS > 2), np.nan, 1.0)
+    dirty = np.where(dirty[..., None] == 1.0, features, np.inf)
+    dirty[SEGMENT_IDS == 0] = np.nan
+    np.testing.assert_array_equal(SegmentPooling(2)(dirty, SEGMENT_IDS), expected)
 
 
 @pytest.mark.backend
@@ -171,7 +248,7 @@ def packed_and_alone_outputs(model):
 
 def test_a_packed_sequence_gets_the_outputs_it_gets_alone():
     for packed, alone in packed_and_alone_outputs(transformer_encoder()):
-        np.testing.assert_allclose(packed, alone, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(packed, alone, atol=1e-6, rtol=0)
 
 
 def test_without_the_segment_mask_packed_sequences_leak_into_each_other():

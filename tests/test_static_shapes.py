@@ -96,11 +96,11 @@ def test_padded_remainders_keep_every_element_once_with_zero_weight_fillers(
         for batch in batches:
             x, weights = x_of(batch), np.asarray(batch[2])
             weights = weights.reshape(len(x), -1).max(axis=1)
-            used = (x != 0).any(axis=tuple(range(1, x.ndim)))
-            # Filler rows (no token) weigh 0; every real row weighs.
-            assert (weights[~used] == 0).all() and (weights[used] > 0).all()
-            seen.extend(np.unique(x[x != 0]).tolist())
-            real += int((x != 0).sum())
+            # Filler rows (copies of the first row) weigh 0, real rows weigh.
+            used = weights > 0
+            assert used[0] and (x[~used] == x[:1]).all()
+            seen.extend(np.unique(x[used][x[used] != 0]).tolist())
+            real += int((x[used] != 0).sum())
             padded += x.size
         if kind == "chunk":  # a sequence's chunks may share a batch
             seen = sorted(set(seen))
@@ -139,12 +139,12 @@ def test_even_remainders_feed_one_shape_per_bucket_with_less_filler_than_pad(kin
         even.set_epoch(epoch)
         by_length = {}
         for batch in datasets[2]:
-            x = x_of(batch)
-            by_length.setdefault(x.shape[1], []).append(x)
+            rows = np.asarray(batch[2]).reshape(len(batch[2]), -1).max(axis=1)
+            by_length.setdefault(x_of(batch).shape[1], []).append(rows)
         assert len(by_length) == nonempty
         for bucket in by_length.values():
-            assert len({len(x) for x in bucket}) == 1  # one size per bucket
-            filler = sum(int((~(x != 0).any(axis=1)).sum()) for x in bucket)
+            assert len({len(rows) for rows in bucket}) == 1  # one size per bucket
+            filler = sum(int((rows == 0).sum()) for rows in bucket)
             assert filler < len(bucket)  # under one filler row per batch
     real = keep.statistics().padding_efficiency
     assert pad.statistics().padding_efficiency < even.statistics().padding_efficiency
@@ -426,3 +426,37 @@ def test_bounded_shapes_or_no_xla_give_no_warning(recwarn):
     train_begin(kerasbatch.callbacks.EpochReshuffle(many), tiny_model(False))
     assert not [w for w in recwarn if "compiles once" in str(w.message)]
     assert all(len(d) for d in datasets)
+
+
+def masked_mean_classifier():
+    """What Keras users write: a padding mask from `mask_zero=True`, averaged
+    over by `GlobalAveragePooling1D`, whose mean over an all-padding row is
+    0 / 0."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.layers.Embedding(len(LENGTHS) + 1, 4, mask_zero=True),
+            keras.layers.GlobalAveragePooling1D(),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile("adam", "mse")
+    return model
+
+
+@pytest.mark.parametrize("kind", PADDED)
+def test_filler_rows_put_no_nan_into_a_keras_loss(kind):
+    """Filler rows copy a real row (weight 0), so a model gives them finite
+    outputs however it normalises over the mask, and the loss is finite."""
+    builder = PADDED[kind]()
+    dataset = build(builder)
+    if kind == "packed":
+        dataset = dataset.map(lambda x, y, w: (x["x"], y[:, :1], w[:, :1]))
+    fillers = 0
+    for x, _, weights in dataset:
+        rows = np.asarray(weights).reshape(len(weights), -1).max(axis=1)
+        fillers += int((rows == 0).sum())
+        assert (np.asarray(x) != 0).any(axis=-1).all()  # no all-padding row
+    assert fillers > 0
+    history = masked_mean_classifier().fit(dataset, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()

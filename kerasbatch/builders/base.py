@@ -1392,13 +1392,13 @@ class _BatchFunction:
 
     def __call__(self, batch):
         indices = batch.indices[: batch.size]
+        if self.fills:
+            indices = outputs.fill_rows(indices, batch.rows)
         tensors, lengths = {}, {}
         column = 0
         for component, tensor in zip(self.components, self.tensors, strict=True):
             if not component.is_sequence:
                 gathered = self._gather(component, tensor, indices)
-                if self.fills:
-                    gathered = outputs.fill_rows(gathered, batch.rows)
                 gathered.set_shape([self.static_batch_size, *component.trailing_shape])
                 tensors[component.name] = gathered
                 continue
@@ -1419,10 +1419,6 @@ class _BatchFunction:
             )
             tensors[component.name] = padded
             lengths[component.name] = rows.row_lengths()
-            if self.fills:
-                lengths[component.name] = outputs.fill_rows(
-                    lengths[component.name], batch.rows
-                )
             column += 1
         return self._structure(tensors, lengths, batch)
 

@@ -843,18 +843,6 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             **{key: rows[key] for key in ("lengths", *stream_blocks.ROW_FIELDS)},
         }
 
-    def _padding_values(self, element_spec):
-        values = dict.fromkeys(element_spec)
-        values["components"] = tuple(
-            tf.cast(self._paddings[name].value, spec.dtype)
-            if name in self._paddings
-            else None
-            for spec, name in zip(
-                self._elements.specs, self._elements.names, strict=True
-            )
-        )
-        return values
-
     def _measure_batch(self, batch):
         """One batch in the input structure, with what the statistics count.
 
@@ -873,11 +861,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         if self._fills:
             fed = bucket_size if self.remainder == "pad" else size
             rows = plan_lib.round_up(fed, self.batch_multiple)
-            values = self._padding_values(batch)["components"]
-            flat = [
-                outputs.fill_rows(t, rows, 0 if value is None else value)
-                for t, value in zip(flat, values, strict=True)
-            ]
+            flat = [outputs.fill_rows(t, rows) for t in flat]
             lengths = outputs.fill_rows(lengths, rows)
         padded_lengths = tf.stack(
             [tf.shape(flat[i], out_type=tf.int64)[1] for i in positions]

@@ -418,9 +418,7 @@ class _WindowFunction(_BatchFunction):
             ):
                 reduced = _pad_to(reduced, planned[component.name], reducer.value)
             if self.fills:
-                reduced = outputs.fill_rows(
-                    reduced, batch.rows, getattr(reducer, "value", 0)
-                )
+                reduced = outputs.fill_rows(reduced, batch.rows)
             tensors[component.name] = reduced
         return self._structure(tensors, {}, batch)
 

@@ -31,6 +31,12 @@ def _same_segment(segment_ids):
     return ops.logical_and(ops.equal(queries, keys), ops.not_equal(queries, 0))
 
 
+def _itself(segment_ids):
+    """bool `(batch, length, length)`: query and key are the same position."""
+    positions = ops.cumsum(ops.ones_like(segment_ids), axis=1)
+    return ops.equal(ops.expand_dims(positions, -1), ops.expand_dims(positions, -2))
+
+
 @keras.saving.register_keras_serializable(package="kerasbatch")
 class SegmentAttentionMask(keras.layers.Layer):
     """The block-diagonal attention mask of packed rows.
@@ -38,9 +44,14 @@ class SegmentAttentionMask(keras.layers.Layer):
     True where the query and the key are tokens of the same sequence (the
     same non-zero segment id), so packed sequences do not attend to each
     other and no token attends to padding. Pass it as the `attention_mask` of
-    `keras.layers.MultiHeadAttention`. The query rows of padding tokens are
-    all False; MultiHeadAttention then gives them finite outputs that no real
-    token sees.
+    `keras.layers.MultiHeadAttention`.
+
+    A padding token (and every token of a filler row) attends to itself
+    alone: no row of the mask is all False. A fully masked softmax row is
+    NaN in fused attention kernels (cuDNN flash attention, which Keras on
+    JAX picks on a GPU), and NaN times a zero loss weight is still NaN, so
+    a mask with such rows poisons the loss of a whole batch. Real tokens see
+    exactly what they saw before: their rows are the same.
 
     Call arguments:
         segment_ids: int tensor of shape `(batch, length)`, 0 for padding.
@@ -57,7 +68,7 @@ class SegmentAttentionMask(keras.layers.Layer):
     array([[1, 1, 0, 0],
            [1, 1, 0, 0],
            [0, 0, 1, 0],
-           [0, 0, 0, 0]])
+           [0, 0, 0, 1]])
     """
 
     def __init__(self, **kwargs):
@@ -67,7 +78,7 @@ class SegmentAttentionMask(keras.layers.Layer):
 
     def call(self, segment_ids):
         _check_segment_ids(self, segment_ids)
-        return _same_segment(segment_ids)
+        return ops.logical_or(_same_segment(segment_ids), _itself(segment_ids))
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
@@ -76,7 +87,9 @@ class SegmentPooling(keras.layers.Layer):
 
     Segment k + 1 of a row goes to slot k of the output, which lines up with
     the per-segment targets of `kerasbatch.PackedBuilder`. Slots of absent
-    segments are zero; segment ids above `max_segments` are left out.
+    segments are zero; segment ids above `max_segments` are left out. The
+    features left out (padding included) are selected away, not multiplied
+    by 0: a NaN or inf there reaches no slot, nor its gradient.
 
     Args:
         max_segments: the static size of the segment axis, e.g. the builder's
@@ -129,6 +142,8 @@ class SegmentPooling(keras.layers.Layer):
         member = ops.cast(
             ops.equal(ops.expand_dims(segment_ids, -1), slots), features.dtype
         )  # (batch, length, max_segments)
+        pooled = ops.sum(member, axis=-1, keepdims=True) > 0
+        features = ops.where(pooled, features, ops.zeros_like(features))
         sums = ops.einsum("bls,blf->bsf", member, features)
         counts = ops.sum(member, axis=1)
         return sums / ops.expand_dims(ops.maximum(counts, 1), -1)

@@ -224,7 +224,9 @@ def reduce_examples(per_example, example_weights):
 
     Without weights this is the plain mean over the batch. A `(batch,)`
     `example_weights` gives the weighted mean `sum(w * l) / sum(w)` (0 when
-    all weights are 0); a scalar multiplies the mean.
+    all weights are 0), where an example of weight 0 (a filler row) is
+    selected away, so a NaN or inf in its loss does not reach the mean; a
+    scalar multiplies the mean.
     """
     if example_weights is None:
         return ops.mean(per_example)
@@ -232,7 +234,8 @@ def reduce_examples(per_example, example_weights):
     if len(example_weights.shape) == 0:
         return ops.mean(per_example) * example_weights
     example_weights = ops.reshape(example_weights, (-1,))
-    return safe_divide(ops.sum(example_weights * per_example), ops.sum(example_weights))
+    weighted = zero_where_invalid(example_weights * per_example, example_weights)
+    return safe_divide(ops.sum(weighted), ops.sum(example_weights))
 
 
 def scale_for_distribution(loss):
