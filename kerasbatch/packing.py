@@ -193,7 +193,8 @@ class PackedPlan:
         truncated_positions: positions removed by cutting, over all
             sequence components.
         batch_multiple: every batch is fed with a multiple of this many rows;
-            the rows beyond its packed rows are filler, all padding.
+            the rows beyond its packed rows are filler (copies of the first
+            row, weight 0), counted as padding.
         capacities: int64 rows every batch is fed before `batch_multiple`
             (a last batch padded to `batch_size` rows), or None: its packed
             rows.

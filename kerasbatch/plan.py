@@ -71,7 +71,8 @@ class BatchPlan:
         truncated: elements cut short.
         truncated_positions: positions removed by cutting.
         batch_multiple: every batch is fed with a multiple of this many rows;
-            the rows beyond its elements are filler, all padding.
+            the rows beyond its elements are filler (copies of the first,
+            weight 0), counted as padding.
         capacities: int64 rows every batch is fed before `batch_multiple`
             (a remainder padded to its bucket's batch size), or None: its
             size.

@@ -1,5 +1,5 @@
 """`batch_multiple`: every batch fed with a multiple of n rows, the rows
-beyond its elements filler (all padding, `sample_weight` 0), counted as
+beyond its elements filler (copies of the first row, `sample_weight` 0), counted as
 padding by `statistics()`, never as data."""
 
 import numpy as np

@@ -956,7 +956,7 @@ class Builder(PlannedBuilder):
         remainder: the last, smaller batch (of each bucket): `"keep"` (the
             default), `"drop"` (as `drop_remainder`), `"pad"` or `"even"`.
             `"pad"` feeds it with the full batch size, the rows past its
-            elements filler (all padding, lengths 0, `sample_weight` 0,
+            elements filler (copies of its first element, `sample_weight` 0,
             counted as padding in `statistics()`). `"even"` cuts each bucket
             into its number of batches (as `"keep"`) of one size, at most
             the batch size, so fewer than one filler row per batch is
@@ -991,7 +991,7 @@ class Builder(PlannedBuilder):
         batch_multiple: feed every batch with a multiple of this many rows,
             e.g. the number of devices of `keras.distribution.DataParallel`
             (JAX), which splits every batch evenly across them. A smaller
-            batch gets filler rows (all padding, lengths 0) whose
+            batch gets filler rows (copies of its first element) whose
             `sample_weight` is 0, so the loss and the weighted metrics leave
             them out; `statistics()` counts them as padding, never as data.
             Every batch then has a `sample_weight` (ones for real rows, times
