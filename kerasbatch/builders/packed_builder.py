@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasbatch import epochs as epochs_lib
-from kerasbatch import orders, packing, sources
+from kerasbatch import orders, outputs, packing, sources
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders.base import PlannedBuilder, _bool, _optional_positive_int
@@ -372,21 +372,25 @@ class _PackRows:
         row_tokens = tf.math.unsorted_segment_sum(lengths, row_of, num_rows)
         segment_ids = tf.repeat(tf.ragged.range(segments).flat_values + 1, lengths)
 
-        def to_dense(values, row_lengths, width, value):
+        def to_dense(values, row_lengths, width, value, weights=False):
             """Flat values, `row_lengths` of them per row → `(rows, width, ...)`:
             tokens into rows of `sequence_length`, per-element values into
-            `max_segments` slots."""
+            `max_segments` slots. Filler rows (`batch_multiple`) copy the
+            first row (`outputs.fill_rows`), but weigh 0 (`weights=True`)."""
             rows = tf.RaggedTensor.from_row_lengths(values, row_lengths)
-            shape = [batch.rows, width, *values.shape[1:]]
+            filled = batch.rows if weights else num_rows
+            shape = [filled, width, *values.shape[1:]]
             dense = rows.to_tensor(tf.cast(value, values.dtype), shape=shape)
+            if not weights:
+                dense = outputs.fill_rows(dense, batch.rows)
             dense.set_shape([self.static_batch_size, *dense.shape[1:]])
             return dense
 
-        def to_rows(tokens, value=0):
-            return to_dense(tokens, row_tokens, self.sequence_length, value)
+        def to_rows(tokens, value=0, weights=False):
+            return to_dense(tokens, row_tokens, self.sequence_length, value, weights)
 
-        def to_slots(values, value=0):
-            return to_dense(values, segments, self.max_segments, value)
+        def to_slots(values, value=0, weights=False):
+            return to_dense(values, segments, self.max_segments, value, weights)
 
         packed = {}
         for component in self.components:
@@ -411,9 +415,9 @@ class _PackRows:
             if target.role != "y":
                 continue
             if target.is_sequence:
-                weight = to_rows(token_weights)
+                weight = to_rows(token_weights, weights=True)
             else:
-                weight = to_slots(tf.ones_like(indices, tf.float32))
+                weight = to_slots(tf.ones_like(indices, tf.float32), weights=True)
             given = self._weight_component(target)
             if given is None:
                 pass
