@@ -24,7 +24,7 @@ import kerasbatch
 
 #: A native (absl / TensorFlow C++) log line: severity, date, time, thread,
 #: file:line].
-_NATIVE_LOG = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]]*\] ")
+_NATIVE_LOG = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [^\]]*\] ")
 _ABSL_BANNER = "WARNING: All log messages before absl::InitializeLog() is called"
 _SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
 

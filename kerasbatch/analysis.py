@@ -799,7 +799,14 @@ def _tfrecord_lengths(path, features, verbose):
     from kerasbatch.io import TFRecordLoader, load_manifest
 
     directory = path if os.path.isdir(path) else os.path.dirname(path) or "."
-    manifest = load_manifest(os.path.join(directory, "__manifest__.json"))
+    manifest_path = os.path.join(directory, "__manifest__.json")
+    if not os.path.isfile(manifest_path):
+        raise FileNotFoundError(
+            f"{directory} has no __manifest__.json, so it is no TFRecord dataset "
+            "(kerasbatch.io.write_dataset writes one). Give a dataset's "
+            "directory, or a .npy or .txt file of lengths."
+        )
+    manifest = load_manifest(manifest_path)
     sequences = [spec.name for spec in manifest.features if spec.var_len]
     if features is None:
         features = sequences

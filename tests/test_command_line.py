@@ -1,0 +1,148 @@
+"""The `kerasbatch` command starts fast and quietly; the package's import order.
+
+`--help` and `--version` must not import TensorFlow or Keras (seconds, and
+native log lines); `import kerasbatch` must import Keras before TensorFlow,
+since TensorFlow first crashes Keras on torch where triton is installed.
+"""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+import kerasbatch
+
+HEAVY = ("tensorflow", "keras", "jax", "torch")
+#: Generous: the answers take a fraction of a second; CI machines are busy.
+SECONDS = 5.0
+
+
+def run(command, env=None):
+    start = time.perf_counter()
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+    return result, time.perf_counter() - start
+
+
+def imported_and_other_lines(stderr):
+    """The top-level packages `-X importtime` lists, and stderr's other lines."""
+    modules, other = set(), []
+    for line in stderr.splitlines():
+        if line.startswith("import time:"):
+            name = line.rsplit("|", 1)[1].strip()
+            modules.add(name.split(".")[0])
+        elif line.strip():
+            other.append(line)
+    return modules, other
+
+
+@pytest.mark.parametrize(
+    ("argument", "expected"),
+    [
+        ("--help", "usage: kerasbatch"),
+        ("--version", f"kerasbatch {kerasbatch.__version__}"),
+    ],
+)
+def test_help_and_version_import_no_tensorflow(argument, expected):
+    result, seconds = run(
+        [sys.executable, "-X", "importtime", "-m", "kerasbatch", argument]
+    )
+    assert result.returncode == 0, result.stderr
+    assert expected in result.stdout
+    modules, other = imported_and_other_lines(result.stderr)
+    assert "kerasbatch" in modules and "argparse" in modules
+    assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
+    assert other == []  # no TensorFlow log line, nothing else
+    assert seconds < SECONDS
+
+
+def test_the_console_script_is_as_fast():
+    script = pathlib.Path(sys.executable).parent / "kerasbatch"
+    if not script.exists():
+        pytest.skip(f"no console script at {script} (package not pip-installed)")
+    result, seconds = run(
+        [str(script), "--version"], env={"PYTHONPROFILEIMPORTTIME": "1"}
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"kerasbatch {kerasbatch.__version__}"
+    modules, other = imported_and_other_lines(result.stderr)
+    assert not modules & set(HEAVY) and other == []
+    assert seconds < SECONDS
+
+
+def test_a_plain_import_registers_everything_and_the_command_defers_it():
+    script = (
+        "import sys\n"
+        "{setup}"
+        "import kerasbatch\n"
+        "print('tensorflow' in sys.modules, 'kerasbatch.layers' in sys.modules)\n"
+        "builder = kerasbatch.BucketBuilder(num_buckets=2)\n"
+        "print(type(builder).__name__, kerasbatch.analyze.__module__)\n"
+        "print('tensorflow' in sys.modules)\n"
+    )
+    plain = subprocess.run(
+        [sys.executable, "-c", script.format(setup="")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split("\n")
+    assert plain[:3] == ["True True", "BucketBuilder kerasbatch.analysis", "True"]
+    # The console script's argv[0]: the package defers TensorFlow until a
+    # pipeline name is used.
+    command = subprocess.run(
+        [sys.executable, "-c", script.format(setup="sys.argv = ['/bin/kerasbatch']\n")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split("\n")
+    assert command[:3] == ["False False", "BucketBuilder kerasbatch.analysis", "True"]
+
+
+RECORD_ORDER = """
+import importlib.abc, json, sys
+order = []
+class Recorder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        top = name.split(".")[0]
+        if top in {heavy!r} and top not in order:
+            order.append(top)
+        return None
+sys.meta_path.insert(0, Recorder())
+import kerasbatch
+import keras
+print(json.dumps({{"order": order, "backend": keras.config.backend()}}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax", "tensorflow"])
+def test_keras_is_imported_before_tensorflow(backend):
+    if importlib.util.find_spec(backend) is None:
+        pytest.skip(
+            f"{backend} is not installed: the import order on KERAS_BACKEND="
+            f"{backend} cannot be checked here"
+        )
+    result, _ = run(
+        [sys.executable, "-c", RECORD_ORDER.format(heavy=HEAVY)],
+        env={"KERAS_BACKEND": backend},
+    )
+    # A segfault (where triton is installed and TensorFlow came first) is -11.
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["backend"] == backend
+    order = found["order"]
+    assert "tensorflow" in order, order
+    assert order.index("keras") < order.index("tensorflow"), order
+    if backend != "tensorflow":  # Keras loads its backend first
+        assert order.index(backend) < order.index("tensorflow"), order
