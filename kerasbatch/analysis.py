@@ -108,19 +108,19 @@ BACKEND_COSTS = {
         seconds_per_position=6.5e-8,
         seconds_per_step=3.4e-3,
         compiles=True,
-        source="4-layer Transformer, JAX on an H200 (issue 23)",
+        source="a 4-layer Transformer, JAX on an H200, issue 23",
     ),
     "tensorflow": BackendCosts(
         seconds_per_position=3.75e-6,
         seconds_per_step=2.4e-3,
         compiles=False,
-        source="GRU, TensorFlow without XLA on 2 CPU cores (benchmarks/RESULTS.md)",
+        source="a GRU, TensorFlow without XLA on 2 CPU cores, benchmarks/RESULTS.md",
     ),
     "torch": BackendCosts(
         seconds_per_position=1e-8,
         seconds_per_step=0.024,
         compiles=False,
-        source="4-layer Transformer, torch on an H200 (issue 23)",
+        source="a 4-layer Transformer, torch on an H200, issue 23",
     ),
 }
 
@@ -280,7 +280,9 @@ class Analysis:
             bar = "█" * round(width * count / most)
             if count and not bar:
                 bar = "▏"
-            lines.append(f"  {label:>{label_width}} | {bar} {count}")
+            lines.append(
+                f"  {label:>{label_width}} | {bar + ' ' if bar else ''}{count}"
+            )
         return "\n".join(lines)
 
     def table(self):
