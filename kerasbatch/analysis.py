@@ -148,6 +148,18 @@ class StrategyRow:
         estimated_seconds: the run's estimated seconds on the backend (see
             the module docstring).
         boundaries: the resolved bucket boundaries, or None.
+
+    Example:
+
+    >>> import kerasbatch
+    >>> analysis = kerasbatch.analyze(
+    ...     [3, 5, 8, 13, 2, 9, 4, 6], batch_size=2, epochs=2, backend="torch",
+    ...     num_buckets=(2,), verbose=0)
+    >>> row = analysis.rows[2]
+    >>> row.name, row.boundaries, row.steps_per_epoch
+    ('buckets 2', (7,), 5)
+    >>> row.builder_line
+    'kerasbatch.BucketBuilder(num_buckets=2, batch_size=2, pad_to_bucket=True, remainder="even")'
     """
 
     name: str
@@ -216,6 +228,23 @@ class Analysis:
         compile_seconds_per_shape: seconds per compiled shape.
         batch_size, max_tokens, sequence_length, seed: the settings of the
             rows (sequence_length: of the packed rows).
+
+    Example:
+
+    >>> import kerasbatch
+    >>> analysis = kerasbatch.analyze(
+    ...     [3, 5, 8, 13, 2, 9, 4, 6], batch_size=2, epochs=2, backend="torch",
+    ...     num_buckets=(2,), verbose=0)
+    >>> print(analysis.table())
+    strategy           pad. eff.  shapes  new later  steps/epoch  tokens/step  compile s  est. torch s
+    padded                 0.694       4          0            4           12       26.0         0.192
+    sorted +               0.862       4          0            4           12       26.0         0.192
+    buckets 2              0.568       2          0            5           10       13.0          0.24
+    buckets 2, tokens      0.568       2          0            4           12       13.0         0.192
+    packed 64 *            0.781       1          0            1           50        6.5         0.048
+    2 epochs; compile s: shapes of all epochs x 6.5 s; * recommended, + without packing
+    >>> analysis.recommended_unpacked.builder_line
+    'kerasbatch.SortedBuilder(batch_size=2)'
     """
 
     lengths: np.ndarray = dataclasses.field(repr=False)
@@ -310,8 +339,8 @@ class Analysis:
                     str(row.new_shapes_later),
                     str(row.steps_per_epoch),
                     f"{row.tokens_per_step:.0f}",
-                    f"{row.compile_seconds:.1f}",
-                    f"{row.estimated_seconds:.1f}",
+                    _seconds_text(row.compile_seconds),
+                    _seconds_text(row.estimated_seconds),
                 )
             )
         widths = [
@@ -347,7 +376,7 @@ class Analysis:
         )
         lines = [
             f"Recommended on {self.backend}, {self.epochs} epochs: {best.name} "
-            f"(estimated {best.estimated_seconds:.1f} s)",
+            f"(estimated {_seconds_text(best.estimated_seconds)} s)",
             f"    builder = {best.builder_line}",
         ]
         if best.packed:
@@ -357,7 +386,7 @@ class Analysis:
                 "  kerasbatch.layers.SegmentAttentionMask and compile the loss "
                 'with reduction="mean_with_sample_weight".',
                 f"  Without packing: {unpacked.name} (estimated "
-                f"{unpacked.estimated_seconds:.1f} s)",
+                f"{_seconds_text(unpacked.estimated_seconds)} s)",
                 f"    builder = {unpacked.builder_line}",
             ]
         if any(row.arguments.get("remainder") == "even" for row in (best, unpacked)):
@@ -851,6 +880,11 @@ def _padded_positions(plan):
     method, `PackedPlan.padded_positions` a property)."""
     padded = plan.padded_positions
     return int((padded() if callable(padded) else padded).sum())
+
+
+def _seconds_text(seconds):
+    """Seconds with one decimal, or 3 significant digits below 1 s."""
+    return f"{seconds:.1f}" if seconds >= 1 or seconds == 0 else f"{seconds:.3g}"
 
 
 def _seconds(row):

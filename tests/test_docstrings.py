@@ -20,6 +20,7 @@ MODULES = sorted(
 
 #: Modules whose public classes and functions must show an Example.
 WITH_EXAMPLES = {
+    "kerasbatch.analysis",
     "kerasbatch.boundaries",
     "kerasbatch.builders.base",
     "kerasbatch.builders.bucket_builder",
