@@ -419,24 +419,20 @@ def bbsl_efficiency(args, np, lengths):
 
 
 # ---------------------------------------------------------------- pipeline
-def batch_tokens(batch):
-    tokens = batch[0]
-    return tokens["x"] if isinstance(tokens, dict) else tokens
-
-
 def count_epochs(dataset, epochs, np):
     """Iterates `epochs` epochs as numpy: real and padded positions of the
-    first, distinct shapes of the first and new ones in each later epoch."""
+    first, distinct shapes of the first and new ones in each later epoch.
+    Real positions are those of non-zero sample weight: filler rows (of
+    `remainder="even"`) may hold copies of real tokens, weighted 0."""
     seen, new, first = set(), [], None
     for _ in range(epochs):
         real = padded = batches = 0
         shapes = set()
-        for batch in dataset.as_numpy_iterator():
-            tokens = batch_tokens(batch)
-            real += int(np.count_nonzero(tokens))
-            padded += tokens.size
+        for _, _, weights in dataset.as_numpy_iterator():
+            real += int(np.count_nonzero(weights))
+            padded += weights.size
             batches += 1
-            shapes.add(tokens.shape)
+            shapes.add(weights.shape)
         if first is None:
             first = {"real": real, "padded": padded, "batches": batches}
         new.append(len(shapes - seen))
