@@ -74,8 +74,15 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument(
+        "--flash",
+        action="store_true",
+        help="keras.config.enable_flash_attention() (else Keras' default)",
+    )
     parser.add_argument("--output")
     arguments = parser.parse_args(argv)
+    if arguments.flash:
+        keras.config.enable_flash_attention()
     devices = keras.distribution.list_devices()
     on_gpu = any("gpu" in str(d).lower() or "cuda" in str(d).lower() for d in devices)
     if on_gpu:
@@ -91,7 +98,13 @@ def main(argv=None):
     keras.utils.set_random_seed(0)
     model = transformer(arguments.length)
     initial = model.get_weights()
-    results = {"backend": keras.backend.backend(), "devices": [str(d) for d in devices]}
+    results = {
+        "backend": keras.backend.backend(),
+        "devices": [str(d) for d in devices],
+        "flash_attention": keras.config.is_flash_attention_enabled(),
+        "batch": arguments.batch,
+        "length": arguments.length,
+    }
     outputs = {}
     for name, mask in masks.items():
         model.set_weights(initial)  # the same model and weights for both

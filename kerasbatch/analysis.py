@@ -630,7 +630,7 @@ def analyze(
                 first_shapes = statistics.distinct_shapes
                 real = int(plan.real_positions.sum())
             shapes.update(map(tuple, plan.shapes().tolist()))
-            positions += _padded_positions(plan)
+            positions += int(plan.padded_positions().sum())
             steps += plan.num_batches
             done += 1
             progress.update(done)
@@ -873,13 +873,6 @@ def _tfrecord_lengths(path, features, verbose):
     if not len(lengths):
         raise ValueError(f"The dataset in {directory} holds no record.")
     return boundaries_lib.as_lengths(lengths)
-
-
-def _padded_positions(plan):
-    """Padded positions of a plan's epoch (`BatchPlan.padded_positions` is a
-    method, `PackedPlan.padded_positions` a property)."""
-    padded = plan.padded_positions
-    return int((padded() if callable(padded) else padded).sum())
 
 
 def _seconds_text(seconds):

@@ -255,7 +255,6 @@ class PackedPlan:
         tokens_before = np.concatenate([[0], np.cumsum(self.token_lengths)])
         return np.diff(tokens_before[self.row_splits[self.batch_splits]])
 
-    @property
     def padded_positions(self):
         """int64 rows fed × sequence length per batch (of one sequence
         component; filler rows are padding)."""
@@ -270,7 +269,7 @@ class PackedPlan:
 
     def statistics(self):
         """The epoch's `kerasbatch.PlanStatistics`."""
-        padded = self.padded_positions.sum()
+        padded = self.padded_positions().sum()
         efficiency = float(self.real_positions.sum() / padded) if padded else 1.0
         return plan_lib.PlanStatistics(
             num_batches=self.num_batches,

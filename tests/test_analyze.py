@@ -120,16 +120,7 @@ def test_rows_estimates_and_recommendation(analysis, data):
         builder = row.make_builder()
         builder.adapt(data[2])
         plans = [builder.plan(epoch) for epoch in range(NUM_EPOCHS)]
-        positions = sum(
-            int(
-                np.sum(
-                    p.padded_positions()
-                    if callable(p.padded_positions)
-                    else p.padded_positions
-                )
-            )
-            for p in plans
-        )
+        positions = sum(int(p.padded_positions().sum()) for p in plans)
         shapes = row.distinct_shapes + row.new_shapes_later
         expected = (
             positions * costs.seconds_per_position

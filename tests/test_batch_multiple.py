@@ -152,7 +152,9 @@ def test_replicas_share_a_filled_batch_evenly(kind):
         x, y, weights = rows_of(batch)
         halves = [rows_of(first), rows_of(second)]
         assert len(halves[0][0]) == len(halves[1][0]) == len(x) // 2
-        got_x, got_y, got_weights = (np.concatenate(p) for p in zip(*halves, strict=True))
+        got_x, got_y, got_weights = (
+            np.concatenate(p) for p in zip(*halves, strict=True)
+        )
         np.testing.assert_array_equal(got_weights, weights)
         real = weights.max(axis=1) > 0  # filler rows copy their part's first
         np.testing.assert_array_equal(got_x[real], x[real])

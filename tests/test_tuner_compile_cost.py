@@ -68,6 +68,22 @@ def completed(tuner):
 
 
 # ------------------------------------------------------------------ estimate
+def test_estimate_of_packed_rows_counts_their_one_shape():
+    """Packed rows plan as every other builder does (a `PackedPlan` has the
+    `padded_positions()` of a `BatchPlan`)."""
+    cost = CompileCost(seconds_per_shape=6.5, seconds_per_position=1e-7, epochs=3)
+    builder = kerasbatch.PackedBuilder(1024, batch_size=8, remainder="even")
+    builder.adapt(LENGTHS)
+    estimate = cost.estimate(builder)
+    plans = [builder.plan(epoch) for epoch in range(3)]
+    assert estimate.compiled_shapes == 1
+    assert estimate.padded_positions == sum(
+        int((p.batch_rows * 1024).sum()) for p in plans
+    )
+    assert estimate.batches == sum(p.num_batches for p in plans)
+    assert estimate.compile_time == 6.5
+
+
 @pytest.mark.parametrize("pad_to_bucket", [False, True])
 @pytest.mark.parametrize("epochs", [1, 3, 7])
 def test_estimate_matches_the_plans_exactly(pad_to_bucket, epochs):

@@ -278,7 +278,7 @@ class PackedBuilder(PlannedBuilder):
         count = min(int(num_batches), plan.num_batches)
         num_components = len(plan.component_names)
         real = int(plan.real_positions[:count].sum())
-        padded = int(plan.padded_positions[:count].sum())
+        padded = int(plan.padded_positions()[:count].sum())
         return real * num_components, padded * num_components
 
     # --------------------------------------------------------------- pipeline
