@@ -59,10 +59,11 @@ class LabelRecorder(keras.Model):
         labels = np.asarray(y).reshape(rows, -1)
         weights = np.asarray(weights).reshape(rows, -1)
         tokens = np.asarray(x["x"] if isinstance(x, dict) else x)
+        real = (weights > 0).any(axis=1)  # filler rows copy a real row
         self.steps.append(
             {
                 "positions": int(tokens.size),
-                "real_positions": int(np.count_nonzero(tokens)),
+                "real_positions": int(np.count_nonzero(tokens[real])),
                 "labels": labels[weights > 0].tolist(),
                 "weights": sorted(set(weights.ravel().tolist())),
                 "rows": rows,

@@ -25,7 +25,7 @@ from test_built_datasets import (  # noqa: E402
     TRAIN_LENGTHS,
     Recorder,
     build,
-    tokens,
+    trained_tokens,
 )
 
 import kerasbatch  # noqa: E402
@@ -44,7 +44,7 @@ class ReplicaRecorder(Recorder):
         context = tf.distribute.get_replica_context()
         replica = int(context.replica_id_in_sync_group)
         with self.lock:
-            values = tokens(data)
+            values = trained_tokens(data)
             self.steps.append((replica, values.shape, values.ravel().tolist()))
         return super().train_step(data)
 

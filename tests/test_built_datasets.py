@@ -46,6 +46,16 @@ def tokens(data):
     return np.asarray(x["x"] if isinstance(x, dict) else x)
 
 
+def trained_tokens(data):
+    """`tokens(data)` with the rows of zero `sample_weight` as padding: filler
+    rows copy a real row, and are trained on as nothing."""
+    values = tokens(data)
+    if not isinstance(data, tuple) or len(data) < 3:
+        return values
+    weights = np.asarray(data[2]).reshape(len(values), -1)
+    return np.where(weights.max(axis=1) > 0, values.T, 0).T
+
+
 class Recorder(keras.Model):
     """A tiny model that records the tokens of every training and validation
     batch; its loss needs no targets, so every builder's x alone trains it."""

@@ -20,7 +20,7 @@ from test_built_datasets import (
     build,
     expected_counts,
     token_counts,
-    tokens,
+    trained_tokens,
 )
 
 DISTRIBUTED = [
@@ -57,7 +57,7 @@ def reference(kind, lengths, first_id, epoch, batch_multiple=1):
         builder = type(builder).from_config(config)
     dataset = build(builder, lengths, first_id, with_targets=batch_multiple > 1)
     builder.set_epoch(epoch)
-    batches = [tokens(batch) for batch in dataset]
+    batches = [trained_tokens(batch) for batch in dataset]
     return batches, builder.statistics()
 
 
