@@ -60,15 +60,6 @@ def rebuilt(row, data):
     return builder
 
 
-def new_shapes(builder, epochs):
-    seen, new = set(), []
-    for epoch in range(epochs):
-        shapes = {tuple(sorted(s.items())) for s in builder.batch_shapes(epoch)}
-        new.append(len(shapes - seen))
-        seen |= shapes
-    return new
-
-
 @pytest.mark.backend
 def test_every_row_trained_with_finite_losses(run):
     report, stdout = run
@@ -99,7 +90,8 @@ def test_builder_rows_report_the_builders_plans(run, data):
         assert row["efficiency"] == builder.statistics(0).padding_efficiency, name
         counted = builder.statistics(row["counted_epoch"]).padding_efficiency
         assert row["efficiency_counted"] == counted, name
-        assert row["new_shapes"] == new_shapes(builder, epochs), name
+        assert row["new_shapes"] == gpu_tradeoffs.planned_shapes(builder, epochs)
+        assert row["new_shapes"][0] == builder.statistics(0).distinct_shapes, name
         assert row["shapes_epoch_1_counted"] == len(
             builder.batch_shapes(row["counted_epoch"])
         ), name

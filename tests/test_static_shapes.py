@@ -448,6 +448,7 @@ def masked_mean_classifier():
     return model
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("kind", PADDED)
 def test_filler_rows_put_no_nan_into_a_keras_loss(kind):
     """Filler rows copy a real row (weight 0), so a model gives them finite
