@@ -1,21 +1,23 @@
-"""kerasbatch: variable-length sequences to `tf.data` pipelines for Keras.
+"""kerasbatch: variable-length sequences to batches for Keras `model.fit`.
 
 Builders plan each epoch's batches in numpy (random, sorted, length buckets,
-token budgets, truncation) and pad once per batch in `tf.data`, so `model.fit`
-spends as little work on padding as the data allows. The planning modules
-(`boundaries`, `buckets`, `orders`, `packing`, `plan`) need NumPy only:
-`import kerasbatch` works without TensorFlow for them.
+token budgets, packing, truncation); an engine turns the plan into batches:
+`tf.data` pipelines, Grain datasets or `keras.utils.PyDataset`s, so
+`model.fit` spends as little work on padding as the data allows, on every
+Keras backend. `import kerasbatch` needs neither TensorFlow nor Grain: the
+engine that needs one imports it when a dataset is built (see
+`kerasbatch.optional`); `kerasbatch.io` (TFRecords) needs TensorFlow.
 """
 
 import os as _os
 import sys as _sys
 
-# Planning needs NumPy only: these import without TensorFlow.
+# Planning needs NumPy only: these import without Keras.
 from kerasbatch import boundaries, buckets, orders, packing, plan
 from kerasbatch.plan import BatchPlan, PlanStatistics
 
-#: The names that need TensorFlow and Keras (every pipeline, layer, loss).
-_PIPELINE_NAMES = {
+#: The names that need Keras (every builder, layer, loss, callback).
+_KERAS_NAMES = {
     "Analysis": "kerasbatch.analysis",
     "BucketBuilder": "kerasbatch.builders",
     "Builder": "kerasbatch.builders",
@@ -29,17 +31,20 @@ _PIPELINE_NAMES = {
     "Reducer": "kerasbatch.reducers",
     "analyze": "kerasbatch.analysis",
 }
-_PIPELINE_MODULES = (
+_KERAS_MODULES = (
     "analysis",
+    "builders",
     "callbacks",
     "chunking",
-    "io",
+    "engines",
     "layers",
     "losses",
     "plotting",
     "reducers",
     "tuner",
 )
+#: Imported on first use only: it needs TensorFlow.
+_TENSORFLOW_MODULES = ("io",)
 #: The names the console script and `python -m` may run as.
 _COMMAND_NAMES = ("kerasbatch", "kerasbatch.exe", "kerasbatch-script.py")
 
@@ -66,72 +71,58 @@ def _runs_as_command():
 
 
 #: The command (`python -m kerasbatch`, the `kerasbatch` script) imports
-#: TensorFlow only for the subcommands that need it, so `--help` and
-#: `--version` answer at once and quietly; the names below then import on
-#: first use (`__getattr__`).
+#: Keras only for the subcommands that need it, so `--help` and `--version`
+#: answer at once; the names below then import on first use (`__getattr__`).
 _DEFERRED = _runs_as_command()
-_MISSING_TENSORFLOW = None
 if not _DEFERRED:
-    try:
-        # Keras first: on the torch backend it loads torch before TensorFlow,
-        # whose import first crashes torch where triton is installed.
-        import keras  # noqa: F401
-        import tensorflow  # noqa: F401
-    except ImportError as error:
-        _MISSING_TENSORFLOW = error
-    else:
-        # With TensorFlow, everything is imported now, as Keras expects (the
-        # serializable layers, losses and builders register on import).
-        from kerasbatch import (  # noqa: F401
-            analysis,
-            callbacks,
-            chunking,
-            io,
-            layers,
-            losses,
-            plotting,
-            reducers,
-            tuner,
-        )
-        from kerasbatch.analysis import Analysis, analyze  # noqa: F401
-        from kerasbatch.builders import (  # noqa: F401
-            BucketBuilder,
-            Builder,
-            ChunkBuilder,
-            PackedBuilder,
-            PaddedBuilder,
-            SortedBuilder,
-            StreamBucketBuilder,
-            WindowBuilder,
-        )
-        from kerasbatch.padding import Padding  # noqa: F401
-        from kerasbatch.reducers import Reducer  # noqa: F401
+    # Everything is imported now, as Keras expects (the serializable layers,
+    # losses and builders register on import). TensorFlow is not: an engine
+    # imports it when it needs it, after Keras (on the torch backend, Keras
+    # loads torch, whose import crashes after TensorFlow's where triton is
+    # installed).
+    from kerasbatch import (  # noqa: F401
+        analysis,
+        builders,
+        callbacks,
+        chunking,
+        engines,
+        layers,
+        losses,
+        plotting,
+        reducers,
+        tuner,
+    )
+    from kerasbatch.analysis import Analysis, analyze  # noqa: F401
+    from kerasbatch.builders import (  # noqa: F401
+        BucketBuilder,
+        Builder,
+        ChunkBuilder,
+        PackedBuilder,
+        PaddedBuilder,
+        SortedBuilder,
+        StreamBucketBuilder,
+        WindowBuilder,
+    )
+    from kerasbatch.padding import Padding  # noqa: F401
+    from kerasbatch.reducers import Reducer  # noqa: F401
 
 
 def __getattr__(name):
-    """The pipeline names: imported on first use by the command, and without
-    TensorFlow an error that says what they need."""
-    if name not in _PIPELINE_NAMES and name not in _PIPELINE_MODULES:
-        raise AttributeError(f"module 'kerasbatch' has no attribute {name!r}")
-    missing = _MISSING_TENSORFLOW
-    if not missing:
-        import importlib
+    """The names imported on first use: everything for the command, and
+    `kerasbatch.io`, which needs TensorFlow (an ImportError that says so
+    where it is missing)."""
+    import importlib
 
-        try:
-            import keras  # noqa: F401  (before TensorFlow, as above)
-            import tensorflow  # noqa: F401
-        except ImportError as error:
-            missing = error
-        else:
-            if name in _PIPELINE_MODULES:
-                return importlib.import_module(f"kerasbatch.{name}")
-            return getattr(importlib.import_module(_PIPELINE_NAMES[name]), name)
-    raise ImportError(
-        f"kerasbatch.{name} needs TensorFlow, which could not be imported "
-        f"({missing}): pip install tensorflow. Without it, "
-        "kerasbatch plans only (kerasbatch.boundaries, kerasbatch.buckets, "
-        "kerasbatch.orders, kerasbatch.packing, kerasbatch.plan)."
-    ) from missing
+    if name in _TENSORFLOW_MODULES:
+        from kerasbatch import optional
+
+        optional.tensorflow.load()
+        return importlib.import_module(f"kerasbatch.{name}")
+    if name in _KERAS_MODULES:
+        return importlib.import_module(f"kerasbatch.{name}")
+    if name in _KERAS_NAMES:
+        return getattr(importlib.import_module(_KERAS_NAMES[name]), name)
+    raise AttributeError(f"module 'kerasbatch' has no attribute {name!r}")
 
 
 __version__ = "0.1.0"
@@ -156,6 +147,7 @@ __all__ = [
     "buckets",
     "callbacks",
     "chunking",
+    "engines",
     "io",
     "layers",
     "losses",

@@ -15,7 +15,8 @@ sequence.
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
+
+from kerasbatch.optional import tensorflow as tf
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -8,9 +8,8 @@ graph can be serialised (tf.data service, `tf.distribute`) and its iterator
 checkpointed mid-epoch.
 """
 
-import tensorflow as tf
-
 from kerasbatch import orders
+from kerasbatch.optional import tensorflow as tf
 
 
 def mix64(z):

@@ -6,9 +6,10 @@ and the kept length of every sequence component, by component name
 (`kerasbatch.sources.component_name`).
 """
 
-import tensorflow as tf
+import numpy as np
 
 from kerasbatch import sources
+from kerasbatch.optional import tensorflow as tf
 
 
 def finish_batch(
@@ -87,13 +88,18 @@ def _without_filler(sample_weight, y, real_rows):
     return tf.nest.map_structure(weigh, sample_weight)
 
 
-def _with_lengths(x, lengths):
+def _with_lengths(x, lengths, int32=None):
+    """x with `"<name>_length"` entries, int32 (`int32`: numpy's, else
+    TensorFlow's)."""
     entries = dict(x) if isinstance(x, dict) else {"x": x}
     keys = list(x) if isinstance(x, dict) else [None]
     for key in keys:
         name = sources.component_name("x", key)
         if name in lengths:
-            entries[f"{name}_length"] = tf.cast(lengths[name], tf.int32)
+            if int32 is None:
+                entries[f"{name}_length"] = tf.cast(lengths[name], tf.int32)
+            else:
+                entries[f"{name}_length"] = np.asarray(lengths[name]).astype(int32)
     return entries
 
 
@@ -120,3 +126,80 @@ def _mask_weight(target, given, length):
     if given is None:
         return mask
     return mask * (given if given.shape.rank == 2 else given[:, None])
+
+
+# ---------------------------------------------------------------- numpy twins
+# The same rules for the numpy engines (`grain`, `python`), value for value:
+# the engines' batches are bit-identical.
+
+
+def finish_numpy_batch(
+    x, y, sample_weight, lengths, *, output_lengths, output_mask, real_rows=None
+):
+    """`finish_batch` in numpy: the same element, of numpy arrays."""
+    if output_lengths:
+        x = _with_lengths(x, lengths, np.int32)
+    if y is None:
+        return x
+    if output_mask:
+        sample_weight = _numpy_mask_weights(y, sample_weight, lengths)
+    if real_rows is not None:
+        sample_weight = _numpy_without_filler(sample_weight, y, real_rows)
+    if sample_weight is None:
+        return x, y
+    return x, y, sample_weight
+
+
+def fill_numpy_rows(array, rows):
+    """`fill_rows` in numpy: `array` with copies of its first row (zeros
+    if it has none) appended up to `rows` rows."""
+    missing = int(rows) - len(array)
+    if missing <= 0:
+        return array
+    first = array[:1] if len(array) else np.zeros((1, *array.shape[1:]), array.dtype)
+    return np.concatenate([array, np.repeat(first, missing, axis=0)])
+
+
+def _numpy_without_filler(sample_weight, y, real_rows):
+    rows = len(_first_leaf(y))
+    real = (np.arange(rows) < real_rows).astype(np.float32)
+    if sample_weight is None:
+        return real
+
+    def weigh(weight):
+        weight = np.asarray(weight, np.float32)
+        return weight * real.reshape([-1] + [1] * (weight.ndim - 1))
+
+    if isinstance(sample_weight, dict):
+        return {key: weigh(weight) for key, weight in sample_weight.items()}
+    return weigh(sample_weight)
+
+
+def _numpy_mask_weights(y, sample_weight, lengths):
+    if not isinstance(y, dict):
+        return _numpy_mask_weight(y, sample_weight, lengths.get("y"))
+    weights = {}
+    for key, target in y.items():
+        given = sample_weight
+        if isinstance(sample_weight, dict):
+            given = sample_weight.get(key)
+        name = sources.component_name("y", key)
+        weights[key] = _numpy_mask_weight(target, given, lengths.get(name))
+    return weights
+
+
+def _numpy_mask_weight(target, given, length):
+    if given is not None:
+        given = np.asarray(given, np.float32)
+    if length is None:  # a per-example target
+        return np.ones(len(target), np.float32) if given is None else given
+    mask = (np.arange(target.shape[1]) < np.asarray(length)[:, None]).astype(np.float32)
+    if given is None:
+        return mask
+    return mask * (given if given.ndim == 2 else given[:, None])
+
+
+def _first_leaf(structure):
+    while isinstance(structure, dict):
+        structure = next(iter(structure.values()))
+    return structure

@@ -24,9 +24,9 @@ A reducer receives the window as a `Window`.
 import dataclasses
 
 import keras
-import tensorflow as tf
 
 from kerasbatch.config import Configurable
+from kerasbatch.optional import tensorflow as tf
 from kerasbatch.padding import Padding
 
 

@@ -18,12 +18,15 @@ batch is a gather plus one `RaggedTensor.to_tensor` in the pipeline.
 import dataclasses
 
 import keras
+import ml_dtypes
 import numpy as np
-import tensorflow as tf
+
+from kerasbatch import optional
+from kerasbatch.optional import tensorflow as tf
 
 ROLES = ("x", "y", "sample_weight")
 #: NumPy's dtype of TensorFlow's bfloat16 (from ml_dtypes; numpy kind "V").
-BFLOAT16 = np.dtype(tf.bfloat16.as_numpy_dtype)
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 #: The dtype kinds a component may have (`dtype_kind`): bool, signed and
 #: unsigned ints, floats (bfloat16 too), complex, and strings (bytes,
 #: unicode, or the object arrays of `tf.string` tensors).
@@ -242,7 +245,8 @@ def from_lengths(lengths):
 def _to_component(data, role, key):
     where = role if key is None else f"{role}[{key!r}]"
     name = component_name(role, key)
-    if isinstance(data, tf.RaggedTensor):
+    loaded = optional.imported("tensorflow")  # a TF value needs TF imported
+    if loaded is not None and isinstance(data, loaded.RaggedTensor):
         if data.ragged_rank != 1:
             raise ValueError(
                 f"{where} is a RaggedTensor with ragged_rank {data.ragged_rank}; "
@@ -254,7 +258,7 @@ def _to_component(data, role, key):
         if len(splits) == 1:
             raise ValueError(f"{where} is empty: it has no elements.")
         return Component(name, role, key, values, splits)
-    if isinstance(data, tf.Tensor | tf.Variable):
+    if loaded is not None and isinstance(data, loaded.Tensor | loaded.Variable):
         data = data.numpy()
     if isinstance(data, np.generic | int | float) or (
         isinstance(data, np.ndarray) and data.ndim == 0
@@ -347,7 +351,8 @@ def as_numpy_dtype(dtype):
     """`dtype` (a numpy dtype or type, a `tf.DType`, or a dtype name) as a
     `np.dtype`; `tf.bfloat16` and `"bfloat16"` give `BFLOAT16`, `tf.string`
     gives `object`."""
-    if isinstance(dtype, tf.DType):
+    loaded = optional.imported("tensorflow")
+    if loaded is not None and isinstance(dtype, loaded.DType):
         dtype = dtype.as_numpy_dtype
     elif isinstance(dtype, str) and dtype == "bfloat16":
         dtype = BFLOAT16

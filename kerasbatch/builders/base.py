@@ -1,5 +1,7 @@
 """The base of every builder: inputs → plan → `tf.data` pipeline for `model.fit`."""
 
+from __future__ import annotations
+
 import collections
 import copy
 import dataclasses
@@ -12,17 +14,18 @@ import weakref
 
 import keras
 import numpy as np
-import tensorflow as tf
 
+from kerasbatch import engines, outputs, sources
 from kerasbatch import epochs as epochs_lib
 from kerasbatch import orders as orders_lib
-from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders import prepared as prepared_lib
 from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders import service as service_lib
 from kerasbatch.config import Configurable
+from kerasbatch.engines import epoch_state, numpy_batches, tf_data
+from kerasbatch.optional import tensorflow as tf
 
 OVERFLOW_POLICIES = ("error", "truncate", "drop")
 REMAINDERS = ("keep", "drop", "pad", "even")
@@ -145,7 +148,7 @@ class SharedSettings(Configurable):
                 f"prefetch must be 'auto', None or an int >= 0, got {prefetch!r}."
             )
         self.prefetch = prefetch
-        self._reset_run_state(epoch=0)
+        self._reset_run_state(epoch_state.EpochState(0))
         self._datasets = weakref.WeakKeyDictionary()  # built dataset -> copy
         # Every copy still serving a dataset: a built one, or one made from
         # it by `distribute` / `distribute_with_service` (that one may
@@ -169,31 +172,29 @@ class SharedSettings(Configurable):
         }
 
     # --------------------------------------------------------------- datasets
-    def _reset_run_state(self, epoch):
-        """Fresh state for iterating a built dataset: an epoch counter (a CPU
-        `tf.Variable` that each new iteration reads and advances) and the
-        caches of subclasses (which extend this)."""
-        with tf.device("/CPU:0"):
-            self._epoch = tf.Variable(
-                epoch, dtype=tf.int64, trainable=False, name="epoch"
-            )
-            self._started = tf.Variable(
-                -1, dtype=tf.int64, trainable=False, name="started_epoch"
-            )
+    def _reset_run_state(self, state):
+        """Fresh state for iterating a built dataset: `state`, its epoch
+        counter (`kerasbatch.engines.epoch_state`), and the caches of
+        subclasses (which extend this)."""
+        self._state = state
 
-    def _serve(self, make_dataset):
+    def _serve(self, make_dataset, engine="tf.data"):
         """Returns `make_dataset(copy)`, bound to a copy of this builder.
 
         The copy is frozen at this build: it holds this build's data and
-        resolved settings, and an epoch counter and caches of its own.
-        Building again rebinds this builder's state and never touches a
-        copy, so every dataset yields its own build's data, cardinality and
-        statistics for its whole life (see `builder_of`).
+        resolved settings, and an epoch counter (of the `engine`) and
+        caches of its own. Building again rebinds this builder's state and
+        never touches a copy, so every dataset yields its own build's data,
+        cardinality and statistics for its whole life (see `builder_of`).
         """
         served = copy.copy(self)
         served._datasets = served._copies = None  # a copy builds nothing
         served._latest = None
-        served._reset_run_state(epoch=int(self._epoch.numpy()))
+        epoch = self._state.next_epoch()
+        if engine == "tf.data":
+            served._reset_run_state(tf_data.GraphEpochState(epoch))
+        else:
+            served._reset_run_state(epoch_state.EpochState(epoch))
         dataset = make_dataset(served)
         self._datasets[dataset] = _SERVING[dataset] = served
         self._copies[id(served)] = served
@@ -250,7 +251,7 @@ class SharedSettings(Configurable):
     @property
     def epoch(self):
         """The epoch the next iteration of the latest built dataset will use."""
-        return int(self._serving()._epoch.numpy())
+        return self._serving()._state.next_epoch()
 
     def set_epoch(self, epoch):
         """Makes the next iteration of every built dataset yield epoch `epoch`.
@@ -261,9 +262,9 @@ class SharedSettings(Configurable):
         batches. Datasets built later start at `epoch` too.
         """
         epoch = checked_epoch(epoch)
-        self._epoch.assign(epoch)
+        self._state.assign(epoch)
         for served in list((self._copies or {}).values()):
-            served._epoch.assign(epoch)
+            served._state.assign(epoch)
 
     @property
     def last_started_epoch(self):
@@ -272,8 +273,7 @@ class SharedSettings(Configurable):
         return self._serving()._started_epoch()
 
     def _started_epoch(self):
-        started = int(self._started.numpy())
-        return None if started < 0 else started
+        return self._state.started_epoch()
 
     # ------------------------------------------------------------- statistics
     def statistics(self, epoch=None, dataset=None):
@@ -409,15 +409,11 @@ class SharedSettings(Configurable):
 
     def _start_epoch(self):
         """In a pipeline: reads and advances the epoch counter (a tensor)."""
-        epoch = self._epoch.assign_add(1) - 1
-        with tf.control_dependencies([self._started.assign(epoch)]):
-            return tf.identity(epoch)
+        return self._state.start_in_graph()
 
     def _read_epoch(self):
         """In a pipeline: reads the epoch counter (a tensor), not advancing it."""
-        epoch = self._epoch.read_value()
-        with tf.control_dependencies([self._started.assign(epoch)]):
-            return tf.identity(epoch)
+        return self._state.read_in_graph()
 
     def _advanced_at_end(self, dataset):
         """`dataset`, which moves the epoch counter to the epoch it read + 1
@@ -433,7 +429,7 @@ class SharedSettings(Configurable):
         """
 
         def advance(_):
-            with tf.control_dependencies([self._epoch.assign(self._started + 1)]):
+            with tf.control_dependencies([self._state.advance_past_started()]):
                 return tf.nest.map_structure(_empty_like, dataset.element_spec)
 
         end = tf.data.Dataset.range(1).map(advance)
@@ -582,8 +578,8 @@ class PlannedBuilder(SharedSettings):
         self._prepared = None  # what the latest build or adapt resolved
         self._order = None  # its EpochOrder
 
-    def _reset_run_state(self, epoch):
-        super()._reset_run_state(epoch)
+    def _reset_run_state(self, state):
+        super()._reset_run_state(state)
         self._plans = collections.OrderedDict()
         self._plans_lock = threading.Lock()
         self._running = None
@@ -594,8 +590,8 @@ class PlannedBuilder(SharedSettings):
         self._require_built()
         return self._prepared.lengths
 
-    def build(self, x, y=None, sample_weight=None):
-        """Returns a `tf.data.Dataset` of batches for `model.fit`.
+    def build(self, x, y=None, sample_weight=None, *, engine="tf.data"):
+        """Returns a dataset of batches for `model.fit`.
 
         Args:
             x: sequences (list of arrays with a varying first axis, or a
@@ -603,19 +599,53 @@ class PlannedBuilder(SharedSettings):
             y: targets, in the same forms: per-example labels or per-frame
                 sequences aligned with x. Optional.
             sample_weight: weights, per example or per frame. Optional.
+            engine: what makes the batches (`kerasbatch.engines`):
+                `"tf.data"` (a `tf.data.Dataset`; needs TensorFlow),
+                `"grain"` (a Grain `IterDataset` of numpy batches; needs
+                Grain) or `"python"` (a `keras.utils.PyDataset` of numpy
+                batches). For the same seed and epoch, every engine yields
+                the same batches, bit for bit.
 
         Returns:
             A dataset of `x`, `(x, y)` or `(x, y, sample_weight)` batches with
-            exact cardinality; sequence components are padded dense tensors
-            (the class docstring tells their shapes).
+            exact cardinality (`len()`); sequence components are padded
+            dense tensors (the class docstring tells their shapes).
         """
+        engines.check_engine(engine)
         self._attach(sources.from_inputs(x, y, sample_weight))
         try:
             self._check_data_parallel(*self._distributed_batch_rows())
-            return self._serve(lambda served: served._make_dataset())
+            return self._serve(lambda served: served._engine_dataset(engine), engine)
         except Exception:
             self._prepared = None  # no half-built state for statistics() to read
             raise
+
+    def _engine_dataset(self, engine):
+        """The built dataset, made by `engine`."""
+        if engine == "tf.data":
+            return self._make_dataset()
+        if engine == "python":
+            from kerasbatch.engines import python
+
+            return python.PlannedPyDataset(self)
+        from kerasbatch.engines import grain
+
+        return grain.PlannedIterDataset(self)
+
+    def _numpy_batch_function(self):
+        """The numpy engines' `(plan, index) -> batch` (subclass hook)."""
+        raise ValueError(
+            f"{type(self).__name__} runs on the 'tf.data' engine only: build "
+            "it with engine='tf.data'."
+        )
+
+    def _check_has_batches(self, num_batches):
+        """Raises if an epoch has no batch."""
+        if num_batches == 0:
+            raise ValueError(
+                "No batch left: every element was dropped (drop_remainder or "
+                "overflow='drop'). Lower the batch size or keep the remainder."
+            )
 
     def adapt(self, lengths):
         """Plans without building a dataset.
@@ -842,7 +872,7 @@ class PlannedBuilder(SharedSettings):
             epochs,
             initial_epoch,
             timeout,
-            service_lib.PLANNED_MODES,
+            service_lib.planned_modes(),
         )
         batch_function, num_batches = served._pipeline(None)
         batches = service_lib.global_batches(
@@ -854,7 +884,7 @@ class PlannedBuilder(SharedSettings):
 
         def arrived(number, batch):
             epoch = initial_epoch + number // num_batches
-            with tf.control_dependencies([served._started.assign(epoch)]):
+            with tf.control_dependencies([served._state.mark_started(epoch)]):
                 return tf.nest.map_structure(tf.identity, batch)
 
         remote = served._prefetched(remote.enumerate().map(arrived))
@@ -1263,11 +1293,7 @@ class Builder(PlannedBuilder):
     # --------------------------------------------------------------- pipeline
     def _pipeline(self, replicas):
         num_batches = self.plan().num_batches
-        if num_batches == 0:
-            raise ValueError(
-                "No batch left: every element was dropped (drop_remainder or "
-                "overflow='drop'). Lower the batch size or keep the remainder."
-            )
+        self._check_has_batches(num_batches)
         sizes = np.unique(self.plan().batch_rows)
         if replicas is not None:
             batch_fn = self._batch_function(replicas.static_size(sizes))
@@ -1290,6 +1316,9 @@ class Builder(PlannedBuilder):
     def _batch_function(self, static_batch_size):
         """The pipeline's `BatchArguments → batch` map."""
         return _BatchFunction(self, static_batch_size)
+
+    def _numpy_batch_function(self):
+        return numpy_batches.BatchFunction(self)
 
     def _batch_arguments(self, epoch):
         """The `BatchArguments` of every batch of `epoch`, stacked, computed

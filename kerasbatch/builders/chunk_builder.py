@@ -4,12 +4,13 @@ import dataclasses
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasbatch import chunking
 from kerasbatch.builders.base import _BatchFunction, _optional_positive_int
 from kerasbatch.builders.padded_builder import PaddedBuilder
 from kerasbatch.builders.prepared import Prepared
+from kerasbatch.engines import numpy_batches
+from kerasbatch.optional import tensorflow as tf
 from kerasbatch.padding import Padding
 
 
@@ -376,6 +377,9 @@ class ChunkBuilder(PaddedBuilder):
     def _batch_function(self, static_batch_size):
         return _ChunkBatchFunction(self, static_batch_size)
 
+    def _numpy_batch_function(self):
+        return _NumpyChunkBatchFunction(self)
+
 
 class _ChunkBatchFunction(_BatchFunction):
     """Cuts each planned chunk, with its context, out of its sequence."""
@@ -408,6 +412,42 @@ class _ChunkBatchFunction(_BatchFunction):
         padding = tf.cast(self.paddings[component.name].value, tensor.dtype)
         inside = tf.reshape(inside, [-1] + [1] * len(component.trailing_shape))
         return positions.with_flat_values(tf.where(inside, values, padding))
+
+
+class _NumpyChunkBatchFunction(numpy_batches.BatchFunction):
+    """`_ChunkBatchFunction` in numpy, for the numpy engines."""
+
+    def __init__(self, builder):
+        super().__init__(builder)
+        self.table = builder.chunk_table
+        self.chunk_context = builder._prepared.layout.context
+
+    def gather(self, component, indices):
+        return component.values[self.table.sequence[indices]]
+
+    def rows(self, component, indices):
+        sequences = self.table.sequence[indices]
+        if component.name not in self.chunk_context:
+            return component.values, *_sequence_rows(component, sequences)
+        left, right = self.chunk_context[component.name]
+        lengths = self.table.length[indices] + left + right
+        frames = np.repeat(self.table.offset[indices] - left, lengths)
+        frames += numpy_batches.ragged_range(lengths)  # may lie outside
+        sequence_of = np.repeat(sequences, lengths)
+        starts, frames_in_sequence = _sequence_rows(component, sequence_of)
+        inside = (frames >= 0) & (frames < frames_in_sequence)
+        values = component.values[
+            starts + np.clip(frames, 0, np.maximum(frames_in_sequence - 1, 0))
+        ]
+        padding = np.asarray(self.paddings[component.name].value, values.dtype)
+        inside = inside.reshape([-1] + [1] * len(component.trailing_shape))
+        values = np.where(inside, values, padding)
+        return values, np.cumsum(lengths) - lengths, lengths
+
+
+def _sequence_rows(component, sequences):
+    """`(start, length)` of the rows `sequences` of a sequence component."""
+    return component.row_splits[sequences], component.lengths[sequences]
 
 
 @dataclasses.dataclass(frozen=True)

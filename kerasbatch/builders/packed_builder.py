@@ -1,16 +1,19 @@
 """Packed rows: several sequences per fixed-length row, with segment ids."""
 
+from __future__ import annotations
+
 import typing
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasbatch import epochs as epochs_lib
 from kerasbatch import orders, outputs, packing, sources
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders.base import PlannedBuilder, _bool, _optional_positive_int
+from kerasbatch.engines import numpy_batches
+from kerasbatch.optional import tensorflow as tf
 
 SEGMENT_IDS = "segment_ids"
 POSITIONS = "positions"
@@ -282,6 +285,9 @@ class PackedBuilder(PlannedBuilder):
         return real * num_components, padded * num_components
 
     # --------------------------------------------------------------- pipeline
+    def _numpy_batch_function(self):
+        return _NumpyPackRows(self)
+
     def _pipeline(self, replicas):
         plan = self.plan(0)
         if replicas is not None:
@@ -343,10 +349,10 @@ class PackedBatchArguments(typing.NamedTuple):
     rows: tf.Tensor
 
 
-class _PackRows:
-    """Builds one batch of packed rows: `PackedBatchArguments → element`."""
+class _PackedRowsSettings:
+    """What both batch functions of packed rows read: the data and settings."""
 
-    def __init__(self, builder, static_batch_size):
+    def __init__(self, builder):
         prepared = builder._prepared
         data = prepared.data
         self.components = data.components
@@ -355,11 +361,36 @@ class _PackRows:
         self.sequence_length = builder.sequence_length
         self.max_segments = builder.resolved_max_segments
         self.normalize_segments = builder.normalize_segments
+        #: Where every element's tokens start, and how many are kept.
+        self.starts = data.sequence_components[0].row_splits[:-1]
+        self.lengths = prepared.cut_lengths
+
+    def _role(self, role, tensors):
+        if self.structure[role] == "single":
+            return tensors[role]
+        return {c.key: tensors[c.name] for c in self.components if c.role == role}
+
+    def _weight_component(self, target):
+        """The sample weight component of `target`, or None."""
+        parts = self.structure["sample_weight"]
+        if parts is None:
+            return None
+        if parts == "single":
+            name = "sample_weight"
+        else:
+            name = sources.component_name("sample_weight", target.key)
+        return next((c for c in self.components if c.name == name), None)
+
+
+class _PackRows(_PackedRowsSettings):
+    """Builds one batch of packed rows: `PackedBatchArguments → element`."""
+
+    def __init__(self, builder, static_batch_size):
+        super().__init__(builder)
         self.static_batch_size = static_batch_size
         self.tensors = {c.name: tf.constant(c.values) for c in self.components}
-        sequence = data.sequence_components[0]
-        self.starts = tf.constant(sequence.row_splits[:-1])
-        self.lengths = tf.constant(prepared.cut_lengths)
+        self.starts = tf.constant(self.starts)
+        self.lengths = tf.constant(self.lengths)
 
     def __call__(self, batch):
         num_rows = batch.num_rows
@@ -433,21 +464,88 @@ class _PackRows:
             return x, y, weights["y"]
         return x, y, {key: weights[key] for key in self.structure["y"]}
 
-    def _role(self, role, tensors):
-        if self.structure[role] == "single":
-            return tensors[role]
-        return {c.key: tensors[c.name] for c in self.components if c.role == role}
 
-    def _weight_component(self, target):
-        """The sample weight component of `target`, or None."""
-        parts = self.structure["sample_weight"]
-        if parts is None:
-            return None
-        if parts == "single":
-            name = "sample_weight"
-        else:
-            name = sources.component_name("sample_weight", target.key)
-        return next((c for c in self.components if c.name == name), None)
+class _NumpyPackRows(_PackedRowsSettings):
+    """`_PackRows` in numpy, for the numpy engines: batch `index` of a
+    `PackedPlan`."""
+
+    def __call__(self, plan, index):
+        first_row, end_row = plan.batch_splits[index], plan.batch_splits[index + 1]
+        row_splits = plan.row_splits[first_row : end_row + 1]
+        segments = np.diff(row_splits)
+        num_rows = len(segments)
+        fed_rows = int(plan.batch_rows[index])
+        indices = plan.indices[row_splits[0] : row_splits[-1]]
+        lengths = self.lengths[indices]
+        positions = numpy_batches.ragged_range(lengths)
+        token_index = np.repeat(self.starts[indices], lengths) + positions
+        row_tokens = np.zeros(num_rows, np.int64)
+        np.add.at(row_tokens, np.repeat(np.arange(num_rows), segments), lengths)
+        segment_ids = np.repeat(numpy_batches.ragged_range(segments) + 1, lengths)
+
+        def to_dense(values, row_lengths, width, value, weights=False):
+            """As `_PackRows`' `to_dense`: filler rows copy the first row, or
+            weigh 0 (`weights=True`)."""
+            dense = numpy_batches.pad_rows(
+                values,
+                np.cumsum(row_lengths) - row_lengths,
+                row_lengths,
+                fed_rows if weights else num_rows,
+                width,
+                value,
+            )
+            return dense if weights else outputs.fill_numpy_rows(dense, fed_rows)
+
+        def to_rows(tokens, value=0, weights=False):
+            return to_dense(tokens, row_tokens, self.sequence_length, value, weights)
+
+        def to_slots(values, value=0, weights=False):
+            return to_dense(values, segments, self.max_segments, value, weights)
+
+        packed = {}
+        for component in self.components:
+            value = self.paddings[component.name].value
+            if component.is_sequence:
+                packed[component.name] = to_rows(component.values[token_index], value)
+            else:
+                packed[component.name] = to_slots(component.values[indices], value)
+        x = self._role("x", packed)
+        if not isinstance(x, dict):
+            x = {"x": x}
+        x[SEGMENT_IDS] = to_rows(segment_ids.astype(np.int32))
+        x[POSITIONS] = to_rows(positions.astype(np.int32))
+        if self.structure["y"] is None:
+            return x
+        token_weights = np.ones(len(positions), np.float32)
+        if self.normalize_segments:
+            token_weights /= np.repeat(lengths, lengths).astype(np.float32)
+        weights = {}
+        for target in self.components:
+            if target.role != "y":
+                continue
+            if target.is_sequence:
+                weight = to_rows(token_weights, weights=True)
+            else:
+                weight = to_slots(np.ones(len(indices), np.float32), weights=True)
+            given = self._weight_component(target)
+            if given is None:
+                pass
+            elif given.is_sequence or not target.is_sequence:
+                weight *= _numpy_broadcast_to(packed[given.name], weight)
+            else:  # a per-example weight on every token of its sequence
+                tokens = np.repeat(given.values[indices], lengths, axis=0)
+                weight *= _numpy_broadcast_to(to_rows(tokens), weight)
+            weights[target.name] = weight
+        y = self._role("y", packed)
+        if self.structure["y"] == "single":
+            return x, y, weights["y"]
+        return x, y, {key: weights[key] for key in self.structure["y"]}
+
+
+def _numpy_broadcast_to(given, weight):
+    """`_broadcast_to` in numpy."""
+    given = np.asarray(given, np.float32)
+    return given.reshape(given.shape + (1,) * (weight.ndim - given.ndim))
 
 
 def _broadcast_to(given, weight):

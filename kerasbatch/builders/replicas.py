@@ -18,7 +18,7 @@ replica 1, ..., step 1 replica 0, ...
 
 import dataclasses
 
-import tensorflow as tf
+from kerasbatch.optional import tensorflow as tf
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,22 +40,32 @@ import numbers
 import socket
 import urllib.parse
 
-import tensorflow as tf
+from kerasbatch.optional import tensorflow as tf
 
-SHARDING = tf.data.experimental.service.ShardingPolicy
-#: Modes that keep every epoch exactly once for an in-memory builder's batches.
-PLANNED_MODES = {
-    "distributed_epoch": "'distributed_epoch'",
-    SHARDING.DYNAMIC: "ShardingPolicy.DYNAMIC",
-}
-#: ... and for a stream's: `FILE` auto-sharding cannot reach the files
-#: through the bucketing (`group_by_window`), and dynamic sharding has no
-#: single source to split, so workers shard the elements (`HINT`) or the
-#: batches (`DATA`).
-STREAM_MODES = {
-    SHARDING.HINT: "ShardingPolicy.HINT",
-    SHARDING.DATA: "ShardingPolicy.DATA",
-}
+
+def sharding():
+    """`tf.data.experimental.service.ShardingPolicy`."""
+    return tf.data.experimental.service.ShardingPolicy
+
+
+def planned_modes():
+    """The modes that keep every epoch exactly once for an in-memory
+    builder's batches: `{mode: name}`."""
+    return {
+        "distributed_epoch": "'distributed_epoch'",
+        sharding().DYNAMIC: "ShardingPolicy.DYNAMIC",
+    }
+
+
+def stream_modes():
+    """... and for a stream's: `FILE` auto-sharding cannot reach the files
+    through the bucketing (`group_by_window`), and dynamic sharding has no
+    single source to split, so workers shard the elements (`HINT`) or the
+    batches (`DATA`)."""
+    return {
+        sharding().HINT: "ShardingPolicy.HINT",
+        sharding().DATA: "ShardingPolicy.DATA",
+    }
 
 
 def check_request(
@@ -93,7 +103,7 @@ def check_mode(processing_mode, num_workers, exactly_once_modes):
     """Raises unless `processing_mode` keeps every epoch exactly once."""
     if processing_mode in exactly_once_modes:
         return
-    if processing_mode in ("parallel_epochs", SHARDING.OFF):
+    if processing_mode in ("parallel_epochs", sharding().OFF):
         if num_workers == 1:
             return
         raise ValueError(

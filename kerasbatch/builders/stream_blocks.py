@@ -24,14 +24,20 @@ from `(seed, epoch, emission)`, as are the rows of a shuffled buffer: the
 batches are a pure function of the seed, the epoch and the input.
 """
 
-import tensorflow as tf
+import numpy as np
+
+from kerasbatch.optional import tensorflow as tf
 
 #: The per-row int64 fields of rows, beside "values" and "lengths".
 ROW_FIELDS = ("bucket", "index", "truncated", "truncated_positions")
 #: Sorts last: the key of a batch that does not leave.
-_LAST = tf.int64.max
+_LAST = np.iinfo(np.int64).max
 #: Dataset functions run as written: no AutoGraph conversion (nor its cost).
-_plain = tf.autograph.experimental.do_not_convert
+
+
+def _plain(function):
+    """`function`, which tf.data runs as written (no AutoGraph)."""
+    return tf.autograph.experimental.do_not_convert(function)
 
 
 def gather(rows, indices, sequence_positions):

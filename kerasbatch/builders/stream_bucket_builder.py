@@ -2,7 +2,6 @@
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasbatch import boundaries as boundaries_lib
 from kerasbatch import outputs, sources
@@ -19,9 +18,15 @@ from kerasbatch.builders.base import (
     checked_epoch,
 )
 from kerasbatch.builders.bucket_builder import AUTO, BucketSettings
+from kerasbatch.optional import tensorflow as tf
 
 #: Dataset functions run as written: no AutoGraph conversion (nor its cost).
-_plain = tf.autograph.experimental.do_not_convert
+
+
+def _plain(function):
+    """`function`, which tf.data runs as written (no AutoGraph)."""
+    return tf.autograph.experimental.do_not_convert(function)
+
 
 # Layout of the counters vector: then real, then padded positions per component.
 _EPOCH, _BATCHES, _ELEMENTS, _TRUNCATED, _TRUNCATED_POSITIONS, _DROPPED = range(6)
@@ -351,7 +356,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         self,
         service,
         *,
-        processing_mode=service_lib.SHARDING.HINT,
+        processing_mode=None,
         epochs=1,
         initial_epoch=0,
         num_workers=None,
@@ -384,7 +389,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
 
         Args:
             service: the dispatcher's address, `"grpc://host:port"`.
-            processing_mode: `ShardingPolicy.HINT` (the default: workers
+            processing_mode: `ShardingPolicy.HINT` (the default, None: workers
                 share out the elements), `ShardingPolicy.DATA` (every worker
                 makes every batch and keeps its share of them), both static
                 sharding (the dispatcher needs its `worker_addresses`), or
@@ -428,6 +433,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         8
         """
         served = self._built_copy(dataset, "distribute_with_service")
+        if processing_mode is None:
+            processing_mode = service_lib.sharding().HINT
         service_lib.check_request(
             service,
             processing_mode,
@@ -435,10 +442,10 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             epochs,
             initial_epoch,
             timeout,
-            service_lib.STREAM_MODES,
+            service_lib.stream_modes(),
         )
         source, shard_elements = served._source, False
-        sharded = processing_mode == service_lib.SHARDING.HINT
+        sharded = processing_mode == service_lib.sharding().HINT
         if sharded:
             if served._shardable is not None:
                 source = served._shardable  # whole files per worker
@@ -575,8 +582,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         return self._budget_size(bucket, padded, count, self._longest[bucket])
 
     # --------------------------------------------------------------- pipeline
-    def _reset_run_state(self, epoch):
-        super()._reset_run_state(epoch)
+    def _reset_run_state(self, state):
+        super()._reset_run_state(state)
         self._counters = None  # made with the pipeline, by `_reset_counters`
 
     def _distributed_batch_rows(self):

@@ -4,12 +4,12 @@ import dataclasses
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasbatch import orders, outputs, sources
 from kerasbatch import reducers as reducers_lib
 from kerasbatch.builders.base import Builder, _BatchFunction, _optional_positive_int
 from kerasbatch.builders.prepared import Prepared
+from kerasbatch.optional import tensorflow as tf
 from kerasbatch.padding import Padding
 
 
@@ -157,7 +157,7 @@ class WindowBuilder(Builder):
         return f"WindowBuilder({arguments})"
 
     # ------------------------------------------------------------------ build
-    def build(self, x, y=None, sample_weight=None):
+    def build(self, x, y=None, sample_weight=None, *, engine="tf.data"):
         """Returns a `tf.data.Dataset` of one batch per window for `model.fit`.
 
         Args:
@@ -165,13 +165,14 @@ class WindowBuilder(Builder):
                 `tf.SparseTensor`s, or string arrays; or a dict of those.
             y: targets, in the same forms. Optional.
             sample_weight: weights, in the same forms. Optional.
+            engine: `"tf.data"` (its reducers run in the `tf.data` graph).
 
         Returns:
             A dataset of `x`, `(x, y)` or `(x, y, sample_weight)` batches, one
             per window, each component as its reducer returns it; exact
             cardinality (the number of windows).
         """
-        return super().build(_window_data(x, y, sample_weight))
+        return super().build(_window_data(x, y, sample_weight), engine=engine)
 
     def build_from_dataset(self, dataset):
         """Windows the elements of a finite `tf.data.Dataset`, read into memory.

@@ -5,11 +5,12 @@ import time
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasbatch.builders.base import builder_of
 from kerasbatch.callbacks.compile_shapes import compiles_per_shape
 from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
+from kerasbatch.engines import tf_data
+from kerasbatch.optional import tensorflow as tf
 
 
 class WarmUp(keras.callbacks.Callback):
@@ -205,7 +206,7 @@ def _probe(served, epoch):
     that the built dataset or the callbacks read)."""
     probe = copy.copy(served)
     probe._datasets = probe._copies = probe._latest = None
-    probe._reset_run_state(epoch=epoch)
+    probe._reset_run_state(tf_data.GraphEpochState(epoch))
     source = getattr(probe, "_source", None)
     if hasattr(probe, "_batches") and source is not None:  # a stream
         return probe._batches(source, None)
@@ -216,7 +217,7 @@ def _shape_batches(served, element_spec, epochs):
     """One real batch of every distinct shape of `epochs` epochs of the
     dataset `served` serves, and those shapes (as `batch_shapes` lists
     them)."""
-    first = int(served._epoch.numpy())
+    first = served._state.next_epoch()
     batches, shapes, seen = [], [], set()
     for epoch in range(first, first + epochs):
         try:

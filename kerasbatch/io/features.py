@@ -10,9 +10,8 @@ to one element (a dict of tensors, before batching).
 import dataclasses
 import re
 
-import tensorflow as tf
-
 from kerasbatch.io.validation import check_keys, object_list, string
+from kerasbatch.optional import tensorflow as tf
 
 SECONDARY_TYPES = ("const",)
 PROCESSING_TYPES = ("slice",)

@@ -15,7 +15,8 @@ import warnings
 
 import keras
 import numpy as np
-import tensorflow as tf
+
+from kerasbatch.optional import tensorflow as tf
 
 CACHE_DIRECTORY = "__lengths__"
 _BATCH = 4096

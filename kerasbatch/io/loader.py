@@ -4,13 +4,13 @@ import copy
 import json
 
 import numpy as np
-import tensorflow as tf
 from tensorflow.python.util import deprecation
 
 from kerasbatch.io import features as features_lib
 from kerasbatch.io import length_index, parsing, specifiers, windows
 from kerasbatch.io.records import gzip_stream_size, read_file_records
 from kerasbatch.io.validation import boolean, check_keys, integer
+from kerasbatch.optional import tensorflow as tf
 
 LOADER_TYPES = ("independent", "continuous_sequence", "discrete_sequence")
 ON_ERROR = ("raise", "skip")

@@ -31,7 +31,7 @@ import json
 import math
 import os
 
-import tensorflow as tf
+from kerasbatch.optional import tensorflow as tf
 
 MANIFEST_NAME = "__manifest__.json"
 DESERIALIZE_TYPES = ("int", "float", "string", "raw")

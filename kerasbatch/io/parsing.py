@@ -33,10 +33,10 @@ import os
 import re
 
 import keras
-import tensorflow as tf
 
 from kerasbatch.io import manifest as manifest_lib
 from kerasbatch.io import records as records_lib
+from kerasbatch.optional import tensorflow as tf
 
 ON_ERROR = ("raise", "skip")
 _STORAGE = {"int": tf.int64, "float": tf.float32, "string": tf.string, "raw": tf.string}

@@ -26,9 +26,9 @@ import sys
 import zlib
 
 import numpy as np
-import tensorflow as tf
 
 from kerasbatch.io import manifest as manifest_lib
+from kerasbatch.optional import tensorflow as tf
 
 try:  # TensorFlow's C++ reader at an offset, CRCs checked
     from tensorflow.python.lib.io._pywrap_record_io import RandomRecordReader

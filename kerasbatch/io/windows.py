@@ -14,7 +14,7 @@ A tail shorter than `min_window` starts no window. A file shorter than
 `min_window` is an error naming the file: no window could come from it.
 """
 
-import tensorflow as tf
+from kerasbatch.optional import tensorflow as tf
 
 
 def continuous_windows(records, file, seed, min_window, max_window, stride):

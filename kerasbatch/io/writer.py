@@ -4,9 +4,9 @@ import dataclasses
 import os
 
 import numpy as np
-import tensorflow as tf
 
 from kerasbatch.io import manifest as manifest_lib
+from kerasbatch.optional import tensorflow as tf
 from kerasbatch.sources import dtype_kind
 
 _OVERRIDE_KEYS = ("dtype", "shape", "var_len", "deserialize_type", "deserialize_args")

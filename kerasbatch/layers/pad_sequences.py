@@ -4,7 +4,8 @@ import sys
 
 import keras
 import numpy as np
-import tensorflow as tf
+
+from kerasbatch.optional import tensorflow as tf
 
 _POSITIONS = ("pre", "post")
 

@@ -7,10 +7,10 @@ import time
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kerasbatch.builders.base import _bool, _is_int, _optional_positive_int
 from kerasbatch.builders.bucket_builder import BucketBuilder
+from kerasbatch.optional import tensorflow as tf
 
 _STATUS = "/proc/self/status"
 _CLEAR_REFS = "/proc/self/clear_refs"

@@ -1,11 +1,11 @@
 """Joint tuning of a model and its bucketing, as a keras-tuner HyperModel."""
 
 import keras_tuner
-import tensorflow as tf
 
 from kerasbatch import sources
 from kerasbatch.builders import BucketBuilder
 from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency, Throughput
+from kerasbatch.optional import tensorflow as tf
 from kerasbatch.tuner.search_space import BucketSearchSpace
 
 

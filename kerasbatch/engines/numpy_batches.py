@@ -1,0 +1,133 @@
+"""The batches of a built in-memory dataset, made in numpy from its plans.
+
+What the numpy engines (`grain`, `python`) serve: batch `k` of epoch `e` is
+gathered, cut and padded from the plan of `e`, value for value as the
+`tf.data` engine's batch function makes it (`Builder`'s `_BatchFunction`),
+with no TensorFlow. A builder whose batches differ in kind gives its own
+batch function (`PackedBuilder`, `ChunkBuilder`).
+"""
+
+import numpy as np
+
+from kerasbatch import outputs, sources
+
+
+class PlannedBatches:
+    """Batch `index` of `epoch` of a built dataset, in numpy.
+
+    Args:
+        served: the frozen builder copy that serves the dataset (its
+            `plan(epoch)` and data).
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kerasbatch
+    >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+    >>> dataset = builder.build([np.ones(n) for n in (1, 2, 3)], engine="python")
+    >>> batches = kerasbatch.engines.numpy_batches.PlannedBatches(
+    ...     kerasbatch.builders.builder_of(dataset))
+    >>> batches.num_batches, batches.batch(0, 1).shape
+    (2, (1, 3))
+    """
+
+    def __init__(self, served):
+        self._served = served
+        self._make = served._numpy_batch_function()
+        self.num_batches = served.plan(0).num_batches
+        served._check_has_batches(self.num_batches)
+
+    def batch(self, epoch, index):
+        """Batch `index` of `epoch` (its element, numpy arrays)."""
+        return self._make(self._served.plan(epoch), index)
+
+
+class BatchFunction:
+    """Gathers and pads batch `index` of a `BatchPlan`, as `_BatchFunction`.
+
+    Args:
+        builder: the frozen builder copy (its prepared data and settings).
+    """
+
+    def __init__(self, builder):
+        prepared = builder._prepared
+        self.components = prepared.data.components
+        self.structure = prepared.data.structure
+        self.paddings = prepared.paddings
+        self.output_lengths = builder.output_lengths
+        self.output_mask = builder.output_mask
+        self.fills = builder._fills
+
+    def __call__(self, plan, index):
+        start, end = plan.batch_splits[index], plan.batch_splits[index + 1]
+        indices = plan.indices[start:end]
+        size = len(indices)
+        rows = int(plan.batch_rows[index])
+        if self.fills:
+            indices = outputs.fill_numpy_rows(indices, rows)
+        limit = plan.limits[index]
+        arrays, lengths = {}, {}
+        column = 0
+        for component in self.components:
+            if not component.is_sequence:
+                arrays[component.name] = self.gather(component, indices)
+                continue
+            values, starts, row_lengths = self.rows(component, indices)
+            kept = np.minimum(row_lengths, limit)
+            arrays[component.name] = pad_rows(
+                values,
+                starts,
+                kept,
+                rows,
+                int(plan.padded_lengths[index, column]),
+                self.paddings[component.name].value,
+            )
+            lengths[component.name] = kept
+            column += 1
+        return outputs.finish_numpy_batch(
+            *[self.role(role, arrays) for role in sources.ROLES],
+            lengths,
+            output_lengths=self.output_lengths,
+            output_mask=self.output_mask,
+            real_rows=size if self.fills else None,
+        )
+
+    def gather(self, component, indices):
+        """The rows `indices` of a per-example component."""
+        return component.values[indices]
+
+    def rows(self, component, indices):
+        """The rows `indices` of a sequence component, uncut: `(values,
+        start of every row in values, length of every row)` (subclass
+        hook)."""
+        return (
+            component.values,
+            component.row_splits[indices],
+            component.lengths[indices],
+        )
+
+    def role(self, role, arrays):
+        """x, y or sample_weight of the batch: an array, a dict, or None."""
+        if self.structure[role] is None:
+            return None
+        if self.structure[role] == "single":
+            return arrays[role]
+        return {c.key: arrays[c.name] for c in self.components if c.role == role}
+
+
+def pad_rows(values, starts, lengths, rows, length, value):
+    """`(rows, length, *trailing)` of `values.dtype`: row `i` holds
+    `values[starts[i]:starts[i] + lengths[i]]`, the rest `value`."""
+    out = np.full((rows, length, *values.shape[1:]), value, dtype=values.dtype)
+    row_of = np.repeat(np.arange(len(lengths)), lengths)
+    positions = ragged_range(lengths)
+    out[row_of, positions] = values[np.repeat(starts, lengths) + positions]
+    return out
+
+
+def ragged_range(lengths):
+    """`concatenate([arange(n) for n in lengths])`, without a Python loop."""
+    lengths = np.asarray(lengths, np.int64)
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    return np.arange(total, dtype=np.int64) - np.repeat(ends - lengths, lengths)

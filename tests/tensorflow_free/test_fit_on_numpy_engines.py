@@ -1,0 +1,165 @@
+"""Every builder in a real `model.fit` on the `grain` and `python` engines.
+
+These tests import no TensorFlow: CI runs them in an environment without it
+(`KERAS_BACKEND=jax`), as well as in the main suite.
+"""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import kerasbatch
+from kerasbatch.builders import builder_of
+from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency, Throughput
+
+pytestmark = pytest.mark.backend
+
+ENGINES = ["grain", "python"]
+LENGTHS = np.random.default_rng(0).integers(1, 21, 37)
+BUILDERS = {
+    "padded": lambda: kerasbatch.PaddedBuilder(batch_size=8, seed=1),
+    "sorted": lambda: kerasbatch.SortedBuilder(batch_size=8, seed=1),
+    "bucket": lambda: kerasbatch.BucketBuilder(
+        num_buckets=3, batch_size=8, pad_to_bucket=True, remainder="pad", seed=1
+    ),
+    "budget": lambda: kerasbatch.BucketBuilder(
+        num_buckets=3, max_tokens=90, batch_size=None, seed=1
+    ),
+    "packed": lambda: kerasbatch.PackedBuilder(24, batch_size=4, seed=1),
+    "chunk": lambda: kerasbatch.ChunkBuilder(6, batch_size=8, seed=1),
+}
+
+
+def sequences(lengths, first_id=1):
+    """Element i is the id `first_id + i`, repeated `lengths[i]` times."""
+    return [np.full(n, first_id + i, "int32") for i, n in enumerate(lengths)]
+
+
+def token_counts(arrays):
+    values, counts = np.unique(
+        np.concatenate([a.ravel() for a in arrays]), return_counts=True
+    )
+    return {int(v): int(c) for v, c in zip(values, counts, strict=True) if v}
+
+
+def trained(data):
+    """The token ids a batch trains on: rows of zero weight are padding."""
+    x, _, weights = data if len(data) == 3 else (*data, None)
+    tokens = np.asarray(x["x"] if isinstance(x, dict) else x)
+    if weights is None:
+        return tokens
+    weights = np.asarray(weights).reshape(len(tokens), -1)
+    if weights.shape[1] == tokens.shape[1]:
+        return np.where(weights > 0, tokens, 0)
+    return np.where(weights.max(axis=1) > 0, tokens.T, 0).T
+
+
+class Recorder(keras.Model):
+    """Records the tokens every training step gets (run eagerly)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = keras.layers.Embedding(100, 4)
+        self.pool = keras.layers.GlobalAveragePooling1D()
+        self.out = keras.layers.Dense(1)
+        self.trained = []
+
+    def call(self, x):
+        x = x["x"] if isinstance(x, dict) else x
+        return self.out(self.pool(self.embed(x % 100)))
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, **kw):
+        return ops.mean(ops.square(y_pred))
+
+    # The data is the last argument on every backend (JAX passes the state
+    # first).
+    def train_step(self, *arguments):
+        self.trained.append(trained(arguments[-1]))
+        return super().train_step(*arguments)
+
+
+class EpochLog(keras.callbacks.Callback):
+    """The data epoch every fit epoch trained on."""
+
+    def __init__(self, builder):
+        super().__init__()
+        self.builder = builder
+        self.epochs = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs.append(self.builder.last_started_epoch)
+
+
+def recorder():
+    model = Recorder()
+    model.compile(optimizer="sgd", run_eagerly=True)
+    return model
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_fit_trains_every_element_once_per_planned_epoch(kind, engine):
+    builder = BUILDERS[kind]()
+    targets = np.zeros(len(LENGTHS), "float32")
+    dataset = builder.build(sequences(LENGTHS), targets, engine=engine)
+    served = builder_of(dataset)
+    model, log = recorder(), EpochLog(builder)
+    history = model.fit(
+        dataset,
+        epochs=2,
+        verbose=0,
+        callbacks=[log, PaddingEfficiency(builder), Throughput(builder)],
+    )
+    assert log.epochs == [0, 1]  # the first epoch of a fit is epoch 0
+    steps = len(dataset)
+    assert len(model.trained) == 2 * steps
+    expected = {1 + i: int(n) for i, n in enumerate(LENGTHS)}
+    for epoch in (0, 1):
+        epoch_batches = model.trained[epoch * steps : (epoch + 1) * steps]
+        assert token_counts(epoch_batches) == expected
+        assert history.history["padding_efficiency"][epoch] == pytest.approx(
+            served.statistics(epoch).padding_efficiency
+        )
+    assert all(value > 0 for value in history.history["throughput"])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_epoch_reshuffle_resumes_at_the_initial_epoch(engine):
+    builder = BUILDERS["bucket"]()
+    targets = np.zeros(len(LENGTHS), "float32")
+    dataset = builder.build(sequences(LENGTHS), targets, engine=engine)
+    model, log = recorder(), EpochLog(builder)
+    model.fit(
+        dataset,
+        epochs=4,
+        initial_epoch=2,
+        verbose=0,
+        callbacks=[EpochReshuffle(builder), log],
+    )
+    assert log.epochs == [2, 3]
+    steps = len(dataset)
+    batches = kerasbatch.engines.numpy_batches.PlannedBatches(builder_of(dataset))
+    for index, tokens in enumerate(model.trained):
+        epoch, step = 2 + index // steps, index % steps
+        np.testing.assert_array_equal(tokens, trained(batches.batch(epoch, step)))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_validation_data_and_its_statistics(engine):
+    builder = BUILDERS["sorted"]()
+    train = builder.build(sequences(LENGTHS), np.zeros(len(LENGTHS)), engine=engine)
+    val_lengths = LENGTHS[:9] + 3
+    val = builder.build(sequences(val_lengths, 100), np.zeros(9), engine=engine)
+    model = recorder()
+    history = model.fit(
+        train,
+        validation_data=val,
+        epochs=2,
+        verbose=0,
+        callbacks=[PaddingEfficiency(builder, dataset=train, validation_data=val)],
+    )
+    assert (
+        history.history["val_padding_efficiency"]
+        == [builder_of(val).statistics(0).padding_efficiency] * 2
+    )
