@@ -39,7 +39,7 @@ class PlannedIterator(grain.DatasetIterator):
         dataset = self._dataset
         if self._epoch is None:
             self._epoch = dataset._state.next_epoch()
-        if self._batch == 0 or not dataset._state.started_epoch() == self._epoch:
+        if self._batch == 0 or dataset._state.started_epoch() != self._epoch:
             dataset._state.assign(self._epoch)
             dataset._state.start()
         if self._batch >= dataset._batches.num_batches:
