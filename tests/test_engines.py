@@ -188,3 +188,27 @@ def test_every_engine_yields_the_tf_data_batches(kind, data):
         assert builder_of(dataset).statistics(epoch) == builder_of(
             reference
         ).statistics(epoch)
+
+
+def test_builders_that_built_tf_data_pipelines_pickle_as_their_settings():
+    import copy
+    import pickle
+
+    import tensorflow as tf
+
+    x = [np.ones(n, "int32") for n in (1, 2, 3, 4)]
+    builders = [
+        kerasbatch.BucketBuilder(num_buckets=2, batch_size=2),
+        kerasbatch.WindowBuilder(2, 2, reducers={"x": "dense"}),
+        kerasbatch.StreamBucketBuilder(boundaries=[3], batch_size=2),
+    ]
+    for builder in builders:
+        if isinstance(builder, kerasbatch.StreamBucketBuilder):
+            builder.build(tf.data.Dataset.from_tensor_slices(tf.ragged.constant(x)))
+        elif isinstance(builder, kerasbatch.WindowBuilder):
+            builder.build(np.arange(8))
+        else:
+            builder.build(x)
+        for copied in (copy.deepcopy(builder), pickle.loads(pickle.dumps(builder))):
+            assert copied == builder
+            assert copied.built_datasets() == []

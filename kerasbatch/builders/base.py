@@ -171,6 +171,28 @@ class SharedSettings(Configurable):
             "prefetch": self.prefetch,
         }
 
+    # ---------------------------------------------------------------- copying
+    def __copy__(self):
+        """A shallow copy that shares this one's data: what serves a built
+        dataset (`_serve`)."""
+        copied = object.__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        return copied
+
+    def __getstate__(self):
+        """A builder pickles and deep-copies as its settings (a fresh
+        builder of the same arguments): its built datasets, their data and
+        run state stay with the datasets."""
+        return {"arguments": self._arguments()}
+
+    def __setstate__(self, state):
+        self.__init__(**state["arguments"])
+
+    def _arguments(self):
+        """The constructor arguments (`get_config()`, unless a subclass
+        keeps objects there that its config serialises)."""
+        return self.get_config()
+
     # --------------------------------------------------------------- datasets
     def _reset_run_state(self, state):
         """Fresh state for iterating a built dataset: `state`, its epoch

@@ -163,3 +163,21 @@ def test_validation_data_and_its_statistics(engine):
         history.history["val_padding_efficiency"]
         == [builder_of(val).statistics(0).padding_efficiency] * 2
     )
+
+
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_builders_pickle_and_deepcopy_as_their_settings(kind):
+    import copy
+    import pickle
+
+    builder = BUILDERS[kind]()
+    dataset = builder.build(sequences(LENGTHS), np.zeros(len(LENGTHS)), engine="python")
+    for copied in (copy.deepcopy(builder), pickle.loads(pickle.dumps(builder))):
+        assert copied == builder and copied is not builder
+        assert copied.get_config() == builder.get_config()
+        assert copied.built_datasets() == []  # the data stays with the dataset
+        again = copied.build(sequences(LENGTHS), np.zeros(len(LENGTHS)), engine="python")
+        builder.set_epoch(0)  # a pass moves a dataset on to the next epoch
+        for k in range(len(dataset)):
+            assert np.array_equal(trained(again[k]), trained(dataset[k]))
+    assert builder.built_datasets() == [dataset]
