@@ -53,3 +53,26 @@ class EpochState:
         """An iteration of `epoch` yielded its last batch: the next is
         `epoch + 1`."""
         self._next = int(epoch) + 1
+
+
+def checked_state(state, num_batches):
+    """`(epoch, batch)` of an iterator state, or a ValueError naming what
+    is wrong."""
+    if not isinstance(state, dict) or set(state) != {"epoch", "batch"}:
+        raise ValueError(
+            "A kerasbatch iterator state is a dict with the keys 'epoch' "
+            f"and 'batch' (from get_state()), got {state!r}."
+        )
+    epoch, batch = state["epoch"], state["batch"]
+    for name, value in (("epoch", epoch), ("batch", batch)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(
+                f"The iterator state's {name} must be a non-negative int, got "
+                f"{value!r}."
+            )
+    if batch > num_batches:
+        raise ValueError(
+            f"The iterator state's batch {batch} is past the epoch's "
+            f"{num_batches} batches: the state is of another dataset."
+        )
+    return epoch, batch

@@ -16,6 +16,7 @@ after a restart, mid-epoch).
 
 from kerasbatch import optional
 from kerasbatch.engines import numpy_batches
+from kerasbatch.engines.epoch_state import checked_state
 
 # This module is imported only by `build(..., engine="grain")`: Grain is
 # loaded here, with an error that says what needs it where it is missing.
@@ -58,7 +59,7 @@ class PlannedIterator(grain.DatasetIterator):
         return {"epoch": epoch, "batch": min(self._batch, len(self._dataset))}
 
     def set_state(self, state):
-        self._epoch, self._batch = _checked_state(state, len(self._dataset))
+        self._epoch, self._batch = checked_state(state, len(self._dataset))
 
 
 class PlannedIterDataset(grain.IterDataset):
@@ -99,30 +100,7 @@ class PlannedIterDataset(grain.IterDataset):
         """Makes the next iteration continue where an iterator's
         `get_state()` was taken: at `state["batch"]` of
         `state["epoch"]`."""
-        self._resume = _checked_state(state, self._batches.num_batches)
+        self._resume = checked_state(state, self._batches.num_batches)
 
     def __str__(self):
         return f"PlannedIterDataset({self._batches.num_batches} batches per epoch)"
-
-
-def _checked_state(state, num_batches):
-    """`(epoch, batch)` of an iterator state, or a ValueError naming what
-    is wrong."""
-    if not isinstance(state, dict) or set(state) != {"epoch", "batch"}:
-        raise ValueError(
-            "A kerasbatch Grain iterator state is a dict with the keys 'epoch' "
-            f"and 'batch' (from get_state()), got {state!r}."
-        )
-    epoch, batch = state["epoch"], state["batch"]
-    for name, value in (("epoch", epoch), ("batch", batch)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(
-                f"The iterator state's {name} must be a non-negative int, got "
-                f"{value!r}."
-            )
-    if batch > num_batches:
-        raise ValueError(
-            f"The iterator state's batch {batch} is past the epoch's "
-            f"{num_batches} batches: the state is of another dataset."
-        )
-    return epoch, batch

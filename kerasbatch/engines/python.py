@@ -11,6 +11,7 @@ which it also calls when no epoch ran, plays no part); `set_epoch` (and
 import keras
 
 from kerasbatch.engines import numpy_batches
+from kerasbatch.engines.epoch_state import checked_state
 
 
 class PlannedPyDataset(keras.utils.PyDataset):
@@ -44,11 +45,15 @@ class PlannedPyDataset(keras.utils.PyDataset):
         self._batches = numpy_batches.PlannedBatches(served)
         self._state = served._state
         self._made = set()  # the batches of the running epoch made so far
-        self._keras_calls = None  # batches Keras took in its running epoch
+        self._keras_calls = None  # the batch Keras takes next in its epoch
+        self._resume = None  # (epoch, batch) the next Keras epoch starts at
+        self._skipped = 0  # batches of the running Keras epoch resumed past
 
     @property
     def num_batches(self):
-        return self._batches.num_batches
+        """The batches Keras takes in its running epoch: all of them, but
+        those before the batch it resumes at (`set_state`)."""
+        return self._batches.num_batches - self._skipped
 
     def __len__(self):
         return self._batches.num_batches
@@ -75,6 +80,24 @@ class PlannedPyDataset(keras.utils.PyDataset):
     def on_epoch_begin(self):
         self._keras_calls = 0
         self._made.clear()  # a pass of Keras' (not a look at the first batch)
+        if self._resume is not None:
+            (epoch, batch), self._resume = self._resume, None
+            self._state.assign(epoch)
+            self._state.start()
+            self._keras_calls = self._skipped = batch
+            self._made.update(range(batch))
 
     def on_epoch_end(self):
         self._keras_calls = None
+        self._skipped = 0
+
+    def get_state(self):
+        """`{"epoch": e, "batch": k}`: the running epoch, and the batches of
+        it made so far (in the plan's order)."""
+        return {"epoch": self._state.next_epoch(), "batch": len(self._made)}
+
+    def set_state(self, state):
+        """Makes the next Keras epoch continue at `state["batch"]` of
+        `state["epoch"]` (a `get_state()`): Keras then takes the rest of
+        that epoch's batches."""
+        self._resume = checked_state(state, self._batches.num_batches)

@@ -176,7 +176,9 @@ def test_builders_pickle_and_deepcopy_as_their_settings(kind):
         assert copied == builder and copied is not builder
         assert copied.get_config() == builder.get_config()
         assert copied.built_datasets() == []  # the data stays with the dataset
-        again = copied.build(sequences(LENGTHS), np.zeros(len(LENGTHS)), engine="python")
+        again = copied.build(
+            sequences(LENGTHS), np.zeros(len(LENGTHS)), engine="python"
+        )
         builder.set_epoch(0)  # a pass moves a dataset on to the next epoch
         for k in range(len(dataset)):
             assert np.array_equal(trained(again[k]), trained(dataset[k]))

@@ -1,0 +1,176 @@
+"""Keras' `BackupAndRestore`, with the data position: resume mid-epoch."""
+
+import json
+import os
+import warnings
+
+import keras
+
+from kerasbatch.builders.base import builder_of
+
+POSITION_FILE = "data_position.json"
+
+
+class BackupAndRestore(keras.callbacks.BackupAndRestore):
+    """`keras.callbacks.BackupAndRestore` that also saves where the data is.
+
+    Keras' callback saves the weights (and optimizer) every `save_freq`
+    batches, and after a restart begins the interrupted epoch again from
+    its first batch: the batches before the backup are trained twice. This
+    one saves, with every backup, the built dataset's position (its epoch
+    and the batches of it trained), and after a restart the dataset
+    continues at the next batch: the resumed run trains on exactly the
+    batches the uninterrupted run would have, with the weights it had.
+
+    - `engine="python"` datasets resume in the same `fit`: the interrupted
+      epoch runs its remaining batches (Keras warns once that the input
+      "ran out of data": that epoch is shorter), the next ones run whole.
+    - `engine="grain"` datasets: Keras learns a Grain dataset's length
+      from the first epoch of a `fit`, so the shorter resumed epoch would
+      shorten every later one. The `fit` that resumes mid-epoch stops at
+      the end of that epoch (with a warning that says so, and a backup);
+      call `fit` again to go on (see the example).
+    - `tf.data` datasets resume at epoch boundaries only (as Keras'
+      callback does); a `tf.train.Checkpoint` of the iterator keeps the
+      position of a custom loop.
+
+    Epochs follow Keras' epochs, as with `kerasbatch.callbacks.EpochReshuffle`
+    (which this callback does not need).
+
+    Args:
+        backup_dir: where the backup is kept (as Keras' callback).
+        dataset: the dataset `model.fit` trains on, built with
+            `engine="python"` or `engine="grain"`.
+        save_freq: `"epoch"` or a number of batches (as Keras' callback).
+        double_checkpoint: keep the previous backup too (as Keras').
+        delete_checkpoint: delete the backup when `fit` ends (as Keras').
+
+    Example:
+
+    >>> import tempfile
+    >>> import numpy as np
+    >>> import keras
+    >>> import kerasbatch
+    >>> builder = kerasbatch.BucketBuilder(num_buckets=2, batch_size=2, seed=1)
+    >>> train = builder.build([np.ones(n, "int32") for n in range(1, 9)],
+    ...                       np.zeros(8), engine="python")
+    >>> model = keras.Sequential([keras.layers.Embedding(10, 2),
+    ...                           keras.layers.GlobalAveragePooling1D(),
+    ...                           keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> backup = kerasbatch.callbacks.BackupAndRestore(
+    ...     tempfile.mkdtemp(), dataset=train, save_freq=2)
+    >>> done = False
+    >>> while not done:  # one fit, or with Grain one more after a restart
+    ...     history = model.fit(train, epochs=2, callbacks=[backup], verbose=0)
+    ...     done = not backup.stopped_to_resume
+    >>> len(history.history["loss"])
+    2
+    """
+
+    def __init__(
+        self,
+        backup_dir,
+        dataset,
+        save_freq="epoch",
+        double_checkpoint=False,
+        delete_checkpoint=True,
+    ):
+        super().__init__(
+            backup_dir,
+            save_freq=save_freq,
+            double_checkpoint=double_checkpoint,
+            delete_checkpoint=delete_checkpoint,
+        )
+        if not hasattr(dataset, "set_state"):
+            raise ValueError(
+                "BackupAndRestore resumes the data of datasets built with "
+                "engine='python' or engine='grain' (their position is saved "
+                f"with the weights), got {type(dataset).__name__}. Build with "
+                "one of those, or use keras.callbacks.BackupAndRestore, which "
+                "resumes at the start of the interrupted epoch."
+            )
+        self.dataset = dataset
+        self._served = builder_of(dataset)
+        self._position_path = os.path.join(backup_dir, POSITION_FILE)
+        #: Whether the latest `fit` stopped at the end of an epoch resumed
+        #: mid-epoch (Grain datasets), so that another `fit` goes on.
+        self.stopped_to_resume = False
+        self._trained = 0  # batches of the running epoch trained
+        self._resumed_at = 0  # the batch the running epoch resumed at
+
+    def on_train_begin(self, logs=None):
+        self.stopped_to_resume = False
+        super().on_train_begin(logs)
+        self._resumed_at = 0
+        if not os.path.exists(self._position_path):
+            return
+        with open(self._position_path) as file:
+            position = json.load(file)
+        epoch, batch = position["epoch"], position["batch"]
+        if batch >= len(self.dataset):  # the backup ended an epoch
+            epoch, batch = epoch + 1, 0
+        self._served.set_epoch(epoch)
+        if batch:
+            self.dataset.set_state({"epoch": epoch, "batch": batch})
+            self._resumed_at = batch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        # Keras' callback counts epochs from its own end-of-epoch calls,
+        # which a resumed run has not made yet: keep its count with fit's.
+        self._current_epoch = epoch
+        self._trained = self._resumed_at
+        super().on_epoch_begin(epoch, logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._trained = self._resumed_at + batch + 1
+        super().on_train_batch_end(batch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._trained = len(self.dataset)
+        resumed, self._resumed_at = self._resumed_at, 0
+        super().on_epoch_end(epoch, logs)
+        if resumed and _is_grain(self.dataset):
+            if self.save_freq != "epoch":
+                self._save_model()  # the boundary, for the next fit
+            self.stopped_to_resume = True
+            self.model.stop_training = True
+            warnings.warn(
+                f"BackupAndRestore resumed epoch {epoch} at batch {resumed} and "
+                "stops this fit at its end: Keras takes the length of a Grain "
+                "dataset from the first epoch of a fit, and this one was "
+                "shorter. Call fit again to go on.",
+                stacklevel=2,
+            )
+
+    def _save_model(self):
+        super()._save_model()
+        position = {
+            "epoch": self._served.last_started_epoch,
+            "batch": self._trained,
+        }
+        with open(self._position_path, "w") as file:
+            json.dump(position, file)
+
+    def on_train_end(self, logs=None):
+        finished = not self.stopped_to_resume
+        if finished and self.delete_checkpoint and os.path.exists(self._position_path):
+            os.remove(self._position_path)
+        if finished:
+            super().on_train_end(logs)
+
+    def __deepcopy__(self, memo):
+        return type(self)(
+            self.backup_dir,
+            self.dataset,
+            self.save_freq,
+            self.double_checkpoint,
+            self.delete_checkpoint,
+        )
+
+
+def _is_grain(dataset):
+    from kerasbatch import optional
+
+    grain = optional.imported("grain")
+    return grain is not None and isinstance(dataset, grain.IterDataset)

@@ -1,0 +1,79 @@
+"""Run by `test_resume.py`: a `model.fit` that a kill interrupts mid-epoch.
+
+    python resumed_fit.py ENGINE DIR full         3 epochs, uninterrupted
+    python resumed_fit.py ENGINE DIR interrupted  kills itself (SIGKILL)
+                                                  after step KILL_AT of
+                                                  epoch 1
+    python resumed_fit.py ENGINE DIR resumed      the same fit again: it
+                                                  restores the backup
+
+Every run trains a tiny model with `kerasbatch.callbacks.BackupAndRestore`
+(a backup every `SAVE_EVERY` batches) and appends the tokens of every batch
+it trains to `DIR/<phase>.jsonl`, flushed as it goes; at the end it writes
+the weights to `DIR/<phase>.npz`. Imports no TensorFlow.
+"""
+
+import json
+import os
+import signal
+import sys
+
+import keras
+import numpy as np
+from test_fit_on_numpy_engines import LENGTHS, Recorder, sequences
+
+import kerasbatch
+
+SAVE_EVERY = 2
+KILL_AT = 3  # steps of epoch 1 (0-based); the last backup was after step 1
+EPOCHS = 3
+
+
+class Log(keras.callbacks.Callback):
+    def __init__(self, path, kill_at=None):
+        super().__init__()
+        self.file = open(path, "a")  # noqa: SIM115 (closed at train end)
+        self.kill_at = kill_at
+        self.epoch = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        tokens = self.model.trained[-1]
+        self.file.write(json.dumps({"epoch": self.epoch, "tokens": tokens.tolist()}))
+        self.file.write("\n")
+        self.file.flush()
+        if self.kill_at == (self.epoch, batch):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def on_train_end(self, logs=None):
+        self.file.close()
+
+
+def main(engine, directory, phase):
+    keras.utils.set_random_seed(0)
+    builder = kerasbatch.BucketBuilder(num_buckets=3, batch_size=4, seed=3)
+    train = builder.build(
+        sequences(LENGTHS), np.zeros(len(LENGTHS), "float32"), engine=engine
+    )
+    model = Recorder()
+    model(np.zeros((1, 1), "int32"))  # built, as BackupAndRestore requires
+    model.compile(optimizer=keras.optimizers.Adam(0.01), run_eagerly=True)
+    backup = kerasbatch.callbacks.BackupAndRestore(
+        os.path.join(directory, "backup"), dataset=train, save_freq=SAVE_EVERY
+    )
+    kill_at = (1, KILL_AT) if phase == "interrupted" else None
+    fits = 0
+    while True:
+        log = Log(os.path.join(directory, f"{phase}.jsonl"), kill_at)
+        model.fit(train, epochs=EPOCHS, callbacks=[backup, log], verbose=0)
+        fits += 1
+        if not backup.stopped_to_resume:
+            break
+    weights = {f"w{i}": w for i, w in enumerate(model.get_weights())}
+    np.savez(os.path.join(directory, f"{phase}.npz"), fits=fits, **weights)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

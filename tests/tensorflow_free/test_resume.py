@@ -1,0 +1,64 @@
+"""A fit killed mid-epoch resumes with exactly the uninterrupted run's
+batches and weights (`kerasbatch.callbacks.BackupAndRestore`), on the
+`python` and `grain` engines (`resumed_fit.py`)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from resumed_fit import KILL_AT, SAVE_EVERY
+
+pytestmark = pytest.mark.backend
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(engine, directory, phase):
+    return subprocess.run(
+        [sys.executable, "resumed_fit.py", engine, str(directory), phase],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": HERE},
+    )
+
+
+def trained(directory, phase):
+    with open(os.path.join(directory, f"{phase}.jsonl")) as file:
+        return [json.loads(line) for line in file]
+
+
+@pytest.mark.parametrize("engine", ["python", "grain"])
+def test_a_killed_fit_resumes_with_the_uninterrupted_batches(engine, tmp_path):
+    full = run(engine, tmp_path, "full")
+    assert full.returncode == 0, full.stderr[-3000:]
+    killed = run(engine, tmp_path, "interrupted")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    resumed = run(engine, tmp_path, "resumed")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    uninterrupted = trained(tmp_path, "full")
+    before = trained(tmp_path, "interrupted")
+    after = trained(tmp_path, "resumed")
+    steps = len(uninterrupted) // 3
+    # The kill came after step KILL_AT of epoch 1, and the last backup (one
+    # every SAVE_EVERY batches, counted across epochs) at most SAVE_EVERY
+    # batches before: the resumed run trains from there on, mid-epoch.
+    assert len(before) == steps + KILL_AT + 1
+    assert before == uninterrupted[: len(before)]
+    backed_up = len(uninterrupted) - len(after)
+    assert len(before) - SAVE_EVERY <= backed_up < len(before)
+    assert steps < backed_up  # mid-epoch 1: not at its start
+    assert after == uninterrupted[backed_up:]
+    # The weights end where the uninterrupted run's do.
+    ended = np.load(tmp_path / "full.npz")
+    again = np.load(tmp_path / "resumed.npz")
+    for name in ended.files:
+        if name != "fits":
+            np.testing.assert_array_equal(ended[name], again[name], err_msg=name)
+    # A Grain fit resumed mid-epoch stops after that epoch; the next goes on.
+    assert int(again["fits"]) == (2 if engine == "grain" else 1)
