@@ -84,6 +84,8 @@ class BucketTuner(keras_tuner.Tuner):
             recorded too.
         seed: the oracle's random seed, a positive int (keras-tuner's
             oracles take 0 for "no seed"), or None for a random one.
+        engine: the engine of the trials' datasets (`"tf.data"`, `"grain"`
+            or `"python"`; see `kerasbatch.engines`).
         oracle_kwargs: further arguments of the oracle class
             (`max_retries_per_trial`, `max_consecutive_failed_trials`,
             Hyperband's `max_epochs` and `factor`, ...).
@@ -139,6 +141,7 @@ class BucketTuner(keras_tuner.Tuner):
         seed=None,
         oracle_kwargs=None,
         cost=None,
+        engine="tf.data",
         **kwargs,
     ):
         if isinstance(hypermodel, BucketHyperModel):
@@ -147,8 +150,11 @@ class BucketTuner(keras_tuner.Tuner):
                     "A BucketHyperModel brings its own search_space and builder; "
                     "do not pass them to BucketTuner as well."
                 )
+            engine = hypermodel.engine
         else:
-            hypermodel = BucketHyperModel(hypermodel, search_space, builder)
+            hypermodel = BucketHyperModel(
+                hypermodel, search_space, builder, engine=engine
+            )
         oracle = _make_oracle(oracle, objective, max_trials, seed, oracle_kwargs)
         objective = oracle.objective
         if type(objective) is not keras_tuner.Objective:  # not Multi/Default
@@ -308,18 +314,18 @@ class BucketTuner(keras_tuner.Tuner):
     def _measure_throughput(self, hp, builder, data):
         """Real positions per second of `throughput_steps` fresh training steps."""
         model = self._try_build(hp)
-        dataset = builder.build(data).repeat()
+        engine = self.hypermodel.engine
+        dataset = builder.build(data, engine=engine)
+        steps = self.throughput_steps
+        if engine == "tf.data":
+            dataset = dataset.repeat()
+        else:  # one epoch at most: its length is what Keras knows
+            steps = min(steps, len(dataset))
         first_epoch = builder.epoch
         start = time.perf_counter()
-        model.fit(
-            dataset,
-            steps_per_epoch=self.throughput_steps,
-            epochs=1,
-            verbose=0,
-            shuffle=False,
-        )
+        model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False)
         seconds = time.perf_counter() - start
-        positions, steps, epoch = 0, self.throughput_steps, first_epoch
+        positions, epoch = 0, first_epoch
         while steps > 0:
             real = builder.plan(epoch).real_positions.sum(axis=1)
             positions += int(real[:steps].sum())

@@ -2,10 +2,9 @@
 
 import keras_tuner
 
-from kerasbatch import sources
+from kerasbatch import engines, sources
 from kerasbatch.builders import BucketBuilder
 from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency, Throughput
-from kerasbatch.optional import tensorflow as tf
 from kerasbatch.tuner.search_space import BucketSearchSpace
 
 
@@ -28,6 +27,8 @@ class BucketHyperModel(keras_tuner.HyperModel):
         builder: a `BucketBuilder` template for the settings the space does
             not search (`padding`, `max_length`, `output_mask`, `seed`, ...).
         name: the HyperModel's name.
+        engine: the engine of the trials' datasets (`"tf.data"`, `"grain"`
+            or `"python"`; see `kerasbatch.engines`).
 
     Example:
 
@@ -58,8 +59,16 @@ class BucketHyperModel(keras_tuner.HyperModel):
     ['loss', 'padding_efficiency', 'throughput']
     """
 
-    def __init__(self, build_model=None, search_space=None, builder=None, name=None):
+    def __init__(
+        self,
+        build_model=None,
+        search_space=None,
+        builder=None,
+        name=None,
+        engine="tf.data",
+    ):
         super().__init__(name=name)
+        self.engine = engines.check_engine(engine)
         if build_model is not None and not (
             callable(build_model) or isinstance(build_model, keras_tuner.HyperModel)
         ):
@@ -129,8 +138,8 @@ class BucketHyperModel(keras_tuner.HyperModel):
             )
         kwargs.pop("shuffle", None)  # builders shuffle; Keras ignores it here
         builder = self.make_builder(hp)
-        dataset = builder.build(x, y, sample_weight)
-        validation = validation_dataset(builder, validation_data)
+        dataset = builder.build(x, y, sample_weight, engine=self.engine)
+        validation = validation_dataset(builder, validation_data, self.engine)
         built_here = validation is not validation_data
         return model.fit(
             dataset,
@@ -150,16 +159,18 @@ class BucketHyperModel(keras_tuner.HyperModel):
         )
 
 
-def validation_dataset(builder, validation_data):
-    """`validation_data` batched like `builder` does, without shuffling."""
-    if validation_data is None or isinstance(validation_data, tf.data.Dataset):
-        return validation_data
+def validation_dataset(builder, validation_data, engine="tf.data"):
+    """`validation_data` batched like `builder` does, without shuffling, by
+    `engine`; a dataset (any other value) is used as it is."""
     if isinstance(validation_data, sources.SequenceData):
         validation_data = (validation_data,)
-    if not isinstance(validation_data, tuple) or not 1 <= len(validation_data) <= 3:
+    if validation_data is None or not isinstance(validation_data, tuple | list):
+        return validation_data
+    if isinstance(validation_data, list) or not 1 <= len(validation_data) <= 3:
         raise ValueError(
             "validation_data must be (x, y) or (x, y, sample_weight), or a "
-            f"tf.data.Dataset; got {type(validation_data).__name__}."
+            f"dataset; got a {type(validation_data).__name__} of "
+            f"{len(validation_data)}."
         )
     config = dict(builder.get_config(), shuffle=False)
-    return type(builder).from_config(config).build(*validation_data)
+    return type(builder).from_config(config).build(*validation_data, engine=engine)

@@ -13,8 +13,6 @@ import kerasbatch
 from kerasbatch.builders import builder_of
 from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency, Throughput
 
-pytestmark = pytest.mark.backend
-
 ENGINES = ["grain", "python"]
 LENGTHS = np.random.default_rng(0).integers(1, 21, 37)
 BUILDERS = {

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from resumed_fit import KILL_AT, SAVE_EVERY
 
-pytestmark = pytest.mark.backend
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
