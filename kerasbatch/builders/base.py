@@ -213,6 +213,7 @@ class SharedSettings(Configurable):
         served._datasets = served._copies = None  # a copy builds nothing
         served._latest = None
         epoch = self._state.next_epoch()
+        served._engine = engine
         if engine == "tf.data":
             served._reset_run_state(tf_data.GraphEpochState(epoch))
         else:
@@ -240,13 +241,20 @@ class SharedSettings(Configurable):
             "that builder, or kerasbatch.builders.builder_of(dataset)."
         )
 
-    def _built_copy(self, dataset, method):
-        """The copy serving the built `dataset` (default: the latest)."""
+    def _built_copy(self, dataset, method, engine=None):
+        """The copy serving the built `dataset` (default: the latest); with
+        `engine`, it must have been built by that engine."""
         served = self._serving(dataset)
         if served is self:
             raise RuntimeError(
                 f"{type(self).__name__}.{method} needs a built dataset: call "
                 "build(...) first."
+            )
+        if engine is not None and served._engine != engine:
+            raise ValueError(
+                f"{type(self).__name__}.{method} runs on the {engine!r} engine, "
+                f"but the dataset was built with engine={served._engine!r}: "
+                f"build it with engine={engine!r}."
             )
         return served
 
@@ -382,7 +390,7 @@ class SharedSettings(Configurable):
                 "distribute takes a tf.distribute.Strategy (e.g. "
                 f"MirroredStrategy), got {type(strategy).__name__}."
             )
-        served = self._built_copy(dataset, "distribute")
+        served = self._built_copy(dataset, "distribute", engine="tf.data")
         replicas_lib.check_divisible(
             [
                 (what, size)
@@ -886,7 +894,7 @@ class PlannedBuilder(SharedSettings):
         >>> [tuple(batch.shape) for batch in remote]
         [(2, 2), (2, 4), (2, 2), (2, 4)]
         """
-        served = self._built_copy(dataset, "distribute_with_service")
+        served = self._built_copy(dataset, "distribute_with_service", "tf.data")
         service_lib.check_request(
             service,
             processing_mode,

@@ -432,7 +432,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         >>> builder.statistics(dataset=remote).num_elements
         8
         """
-        served = self._built_copy(dataset, "distribute_with_service")
+        served = self._built_copy(dataset, "distribute_with_service", "tf.data")
         if processing_mode is None:
             processing_mode = service_lib.sharding().HINT
         service_lib.check_request(

@@ -57,6 +57,7 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     >>> model = keras.Sequential([keras.layers.Embedding(10, 2),
     ...                           keras.layers.GlobalAveragePooling1D(),
     ...                           keras.layers.Dense(1)])
+    >>> _ = model(np.zeros((1, 1), "int32"))  # built, as Keras' callback needs
     >>> model.compile("sgd", "mse")
     >>> backup = kerasbatch.callbacks.BackupAndRestore(
     ...     tempfile.mkdtemp(), dataset=train, save_freq=2)

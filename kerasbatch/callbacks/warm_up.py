@@ -6,10 +6,11 @@ import time
 import keras
 import numpy as np
 
+from kerasbatch import optional
 from kerasbatch.builders.base import builder_of
 from kerasbatch.callbacks.compile_shapes import compiles_per_shape
 from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
-from kerasbatch.engines import tf_data
+from kerasbatch.engines import numpy_batches, tf_data
 from kerasbatch.optional import tensorflow as tf
 
 
@@ -142,13 +143,14 @@ class WarmUp(keras.callbacks.Callback):
         batches, self.shapes = _shape_batches(training, train_spec, self.epochs)
         val_batches = []
         if validation is not None:
+            val_spec = getattr(self.validation_data, "element_spec", None)
             val_batches, self.validation_shapes = _shape_batches(
-                validation, self.validation_data.element_spec, self.epochs
+                validation, val_spec, self.epochs
             )
         with _variables_kept(model, train_spec):
             _run(model, "train", batches, train_spec)
             if val_batches:
-                _run(model, "test", val_batches, self.validation_data.element_spec)
+                _run(model, "test", val_batches, val_spec)
         self.seconds = time.perf_counter() - started
         if self.verbose:
             print(
@@ -158,7 +160,15 @@ class WarmUp(keras.callbacks.Callback):
             )
 
     def _training_spec(self, training):
-        """The element_spec of the dataset `fit` trains on."""
+        """The element_spec of the dataset `fit` trains on (None for the
+        numpy engines, whose batches go to JAX as they are)."""
+        if training._engine != "tf.data":
+            if keras.backend.backend() != "jax":
+                raise ValueError(
+                    f"WarmUp warms up datasets of the {training._engine!r} engine "
+                    "on JAX; on TensorFlow, build with engine='tf.data'."
+                )
+            return None
         dataset = self.dataset
         if dataset is None:
             for built in self.builder.built_datasets():
@@ -230,16 +240,9 @@ def _shape_batches(served, element_spec, epochs):
         wanted = {_key(shape) for shape in expected} - {_key(s) for s in shapes}
         if not wanted:
             continue
-        probe = _probe(served, epoch)
-        if probe.element_spec != element_spec:
-            raise ValueError(
-                "WarmUp: the dataset's element_spec "
-                f"{element_spec} differs from its builder's pipeline "
-                f"{probe.element_spec}: pass the dataset build() returned."
-            )
-        for batch in probe:
+        for batch in _epoch_batches(served, epoch, element_spec):
             signature = tuple(
-                tuple(t.shape) for t in tf.nest.flatten(batch, expand_composites=True)
+                tuple(t.shape) for t in keras.tree.flatten(_dense_leaves(batch))
             )
             if signature in seen:
                 continue
@@ -249,6 +252,29 @@ def _shape_batches(served, element_spec, epochs):
                 break
         shapes.extend(s for s in expected if _key(s) in wanted)
     return batches, sorted(shapes, key=_key)
+
+
+def _epoch_batches(served, epoch, element_spec):
+    """The batches of `epoch` of the dataset `served` serves, made apart
+    from it (nothing it or the callbacks read changes)."""
+    if served._engine != "tf.data":
+        batches = numpy_batches.PlannedBatches(served)
+        return (batches.batch(epoch, k) for k in range(batches.num_batches))
+    probe = _probe(served, epoch)
+    if probe.element_spec != element_spec:
+        raise ValueError(
+            "WarmUp: the dataset's element_spec "
+            f"{element_spec} differs from its builder's pipeline "
+            f"{probe.element_spec}: pass the dataset build() returned."
+        )
+    return probe
+
+
+def _dense_leaves(batch):
+    """`batch` with sparse tensors as their dense parts (for shapes)."""
+    if optional.imported("tensorflow") is None:
+        return batch
+    return tf.nest.flatten(batch, expand_composites=True)
 
 
 def _key(shape):
@@ -356,7 +382,7 @@ def _run_jax(model, step, batches):
             metrics_variables=True,
         )
     for batch in batches:
-        data = tf.nest.map_structure(np.asarray, batch)
+        data = keras.tree.map_structure(np.asarray, batch)
         copied = jax.tree_util.tree_map(lambda value: value.copy(), state)
         _, new_state = function(copied, iter([data]))
         jax.block_until_ready(new_state)

@@ -10,10 +10,14 @@ batch function (`PackedBuilder`, `ChunkBuilder`).
 import numpy as np
 
 from kerasbatch import outputs, sources
+from kerasbatch.engines import processes
 
 
 class PlannedBatches:
     """Batch `index` of `epoch` of a built dataset, in numpy.
+
+    Under multi-process JAX, each process gets its part of every batch
+    (`kerasbatch.engines.processes`).
 
     Args:
         served: the frozen builder copy that serves the dataset (its
@@ -36,10 +40,20 @@ class PlannedBatches:
         self._make = served._numpy_batch_function()
         self.num_batches = served.plan(0).num_batches
         served._check_has_batches(self.num_batches)
+        self.process, self.processes = processes.jax_processes()
+        if self.processes > 1:
+            served._check_even_split(
+                *served._distributed_batch_rows(),
+                self.processes,
+                f"The {self.processes} JAX processes each take an equal part of "
+                "every batch",
+            )
 
     def batch(self, epoch, index):
-        """Batch `index` of `epoch` (its element, numpy arrays)."""
-        return self._make(self._served.plan(epoch), index)
+        """Batch `index` of `epoch` (its element, numpy arrays): this
+        process's part of it."""
+        batch = self._make(self._served.plan(epoch), index)
+        return processes.part_of(batch, self.process, self.processes)
 
 
 class BatchFunction:

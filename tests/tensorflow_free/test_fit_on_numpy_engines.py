@@ -181,3 +181,37 @@ def test_builders_pickle_and_deepcopy_as_their_settings(kind):
         for k in range(len(dataset)):
             assert np.array_equal(trained(again[k]), trained(dataset[k]))
     assert builder.built_datasets() == [dataset]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_warm_up_compiles_every_shape_and_changes_nothing(engine):
+    from kerasbatch.callbacks import WarmUp
+
+    def fit(with_warm_up):
+        keras.utils.set_random_seed(0)
+        builder = BUILDERS["bucket"]()
+        dataset = builder.build(
+            sequences(LENGTHS), np.zeros(len(LENGTHS), "float32"), engine=engine
+        )
+        model = keras.Sequential(
+            [
+                keras.layers.Embedding(100, 4),
+                keras.layers.GlobalAveragePooling1D(),
+                keras.layers.Dense(1),
+            ]
+        )
+        model.compile("adam", "mse", jit_compile=True)
+        warm_up = WarmUp(builder)
+        callbacks = [warm_up] if with_warm_up else []
+        model.fit(dataset, epochs=2, verbose=0, callbacks=callbacks)
+        return model.get_weights(), warm_up, builder
+
+    if keras.backend.backend() != "jax":
+        with pytest.raises(ValueError, match="on JAX; on TensorFlow, build with"):
+            fit(with_warm_up=True)
+        return
+    plain, _, _ = fit(with_warm_up=False)
+    warmed, warm_up, builder = fit(with_warm_up=True)
+    assert warm_up.shapes == builder.batch_shapes(0)
+    for expected, actual in zip(plain, warmed, strict=True):
+        np.testing.assert_array_equal(expected, actual)

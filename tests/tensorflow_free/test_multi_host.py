@@ -1,0 +1,81 @@
+"""Multi-host JAX on loopback: two processes train one `DataParallel` model,
+each feeding its part of every global batch, in bucket lock-step
+(`multi_host_fit.py`)."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from test_fit_on_numpy_engines import LENGTHS, sequences, trained
+
+import kerasbatch
+from kerasbatch.builders import builder_of
+from kerasbatch.engines.numpy_batches import PlannedBatches
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROCESSES = 2
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("engine", ["grain", "python"])
+def test_each_process_feeds_its_part_of_every_global_batch(engine, tmp_path):
+    pytest.importorskip("jax")
+    port = free_port()
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "multi_host_fit.py",
+                engine,
+                str(port),
+                str(index),
+                str(PROCESSES),
+                str(tmp_path / f"process{index}.npz"),
+            ],
+            cwd=HERE,
+            env={**os.environ, "PYTHONPATH": HERE, "KERAS_BACKEND": "jax"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for index in range(PROCESSES)
+    ]
+    try:
+        outputs = [worker.communicate(timeout=240) for worker in workers]
+    finally:
+        for worker in workers:  # a hang is a failure, never a stuck suite
+            worker.kill()
+    for worker, (_, stderr) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, stderr[-3000:]
+    fed = [np.load(tmp_path / f"process{index}.npz") for index in range(PROCESSES)]
+
+    # The global batches, planned in one process with the same settings.
+    builder = kerasbatch.BucketBuilder(
+        num_buckets=3, batch_size=8, batch_multiple=2, seed=5, remainder="pad"
+    )
+    dataset = builder.build(
+        sequences(LENGTHS), np.zeros(len(LENGTHS), "float32"), engine="python"
+    )
+    batches = PlannedBatches(builder_of(dataset))
+    steps = batches.num_batches
+    assert int(fed[0]["count"]) == int(fed[1]["count"]) == 2 * steps
+    for step in range(2 * steps):
+        epoch, k = divmod(step, steps)
+        whole = trained(batches.batch(epoch, k))
+        parts = [process[f"part{step}"] for process in fed]
+        assert all(part.shape == parts[0].shape for part in parts)  # lock-step
+        np.testing.assert_array_equal(np.concatenate(parts), whole)
+    # One model: both processes log the same losses and padding efficiency.
+    np.testing.assert_array_equal(fed[0]["loss"], fed[1]["loss"])
+    np.testing.assert_allclose(
+        fed[0]["efficiency"],
+        [builder_of(dataset).statistics(e).padding_efficiency for e in (0, 1)],
+    )
