@@ -10,7 +10,8 @@ venv="${TMPDIR:-/tmp}/kerasbatch-without-tensorflow"
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -e ".[grain]" "jax[cpu]" pytest hypothesis
+"$venv/bin/python" -m pip install --quiet -e ".[grain]" "jax[cpu]" pytest hypothesis \
+  nbclient nbformat ipykernel
 if "$venv/bin/python" -c "import tensorflow" 2>/dev/null; then
   echo "TensorFlow is installed in $venv: this check needs an environment without it" >&2
   exit 1
