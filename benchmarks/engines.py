@@ -7,7 +7,8 @@
 - `throughput`: elements/s and batches/s of one epoch (at most `--batches`
   batches) of the same builder on the `tf.data`, `grain` and `python`
   engines, measured in one process on one core (`sched_setaffinity`),
-  `--rounds` times each, engines interleaved; the ratio to `tf.data`.
+  `--rounds` times each (round r is epoch r, planned within the time),
+  engines interleaved; the ratio to `tf.data`.
 - `memory`: what `build` adds to the resident memory of a fresh process,
   and the peak while iterating `--batches` batches, against the raw bytes
   of the token values; one process per engine.
@@ -77,9 +78,10 @@ def throughput(args):
                 datasets[engine] = (dataset, served)
             best = {engine: np.inf for engine in ENGINES}
             counts = {}
-            for _ in range(args.rounds):
+            for round_ in range(args.rounds):
                 for engine in ENGINES:
                     dataset, served = datasets[engine]
+                    served.set_epoch(round_)  # a new epoch: planned in the time
                     count, seconds = one_epoch(dataset, engine, args.batches)
                     counts[engine] = count
                     best[engine] = min(best[engine], seconds)
@@ -115,8 +117,8 @@ def rss(field="VmRSS"):
 
 def memory(args):
     if args.engine is None:
-        print("| engine | raw MB | build adds | peak while iterating |")
-        print("|---|---:|---:|---:|")
+        print("| engine | raw MB | build adds | peak in build | peak while iterating |")
+        print("|---|---:|---:|---:|---:|")
         for engine in ENGINES:
             result = subprocess.run(
                 [sys.executable, __file__, "memory", "--engine", engine,
@@ -133,13 +135,16 @@ def memory(args):
     before = rss()
     builder = kerasbatch.BucketBuilder(num_buckets=32, batch_size=64)
     dataset = builder.build(x, engine=args.engine)
-    after = rss()
+    after, built_peak = rss(), rss("VmHWM")
     one_epoch(dataset, args.engine, args.batches)
     peak = rss("VmHWM")
+
+    def share(size):
+        return f"{(size - before) / 1e6:.0f} MB ({(size - before) / raw:.2f}x)"
+
     print(
-        f"| {args.engine} | {raw / 1e6:.0f} | {(after - before) / 1e6:.0f} MB "
-        f"({(after - before) / raw:.2f}x) | {(peak - before) / 1e6:.0f} MB "
-        f"({(peak - before) / raw:.2f}x) |"
+        f"| {args.engine} | {raw / 1e6:.0f} | {share(after)} | {share(built_peak)} "
+        f"| {share(peak)} |"
     )
 
 
@@ -152,7 +157,7 @@ def packing(args):
     print("| workload | packer | padding efficiency | rows/s |")
     print("|---|---|---:|---:|")
     for workload in workloads.WORKLOADS:
-        x = workloads.sequences(workload)
+        x, _, _ = workloads.sequences(workload)
         real = sum(len(s) for s in x)
         results = {}
         for packer in ("kerasbatch", "FirstFit", "BestFit"):
