@@ -192,15 +192,12 @@ def make_plan(
         was_cut |= kept < lengths
         truncated_positions += int((lengths - kept).sum())
         real[:, column] = _segment_sum(kept, batch_splits)
-        padding = paddings[name]
-        if padding.fixed_length is not None:
-            padded[:, column] = padding.fixed_length
-        elif padding.length == "bucket":
-            padded[:, column] = round_up(bucket_bounds, pad_to_multiple)
-        else:
-            padded[:, column] = round_up(
-                _segment_max(kept, batch_splits), pad_to_multiple
-            )
+        padded[:, column] = padded_length(
+            paddings[name],
+            _segment_max(kept, batch_splits),
+            bucket_bounds,
+            pad_to_multiple,
+        )
     return BatchPlan(
         epoch=int(epoch),
         indices=indices,
@@ -215,6 +212,37 @@ def make_plan(
         batch_multiple=int(batch_multiple),
         capacities=capacities,
     )
+
+
+def padded_length(padding, longest, bound, multiple):
+    """The length a component of a batch is padded to: the one rule of every
+    planner and engine (numpy plans, `tf.data` graphs, streams).
+
+    A fixed length (`padding.fixed_length`) as it is; else the bucket's
+    padding `bound` (`padding.length == "bucket"`) or the batch's `longest`
+    kept element (`"batch"`), rounded up to a multiple of `multiple`
+    (`pad_to_multiple`).
+
+    Args:
+        padding: the component's `kerasbatch.Padding`.
+        longest: the longest kept element of the batch (an int, or an array
+            or tensor over batches); None where `padding` does not use it.
+        bound: the bucket's padding bound, likewise.
+        multiple: `pad_to_multiple`.
+
+    Returns:
+        An int for a fixed length (it broadcasts), else of the kind of
+        `longest` or `bound`.
+
+    >>> from kerasbatch.padding import Padding
+    >>> padded_length(Padding(length="batch"), 13, None, 8)
+    16
+    >>> padded_length(Padding(length=12), 13, None, 8)
+    12
+    """
+    if padding.fixed_length is not None:
+        return padding.fixed_length
+    return round_up(bound if padding.length == "bucket" else longest, multiple)
 
 
 def round_up(sizes, multiple):

@@ -1360,19 +1360,18 @@ class Builder(PlannedBuilder):
         valid = rows >= 0
         padded = [tf.zeros([tf.shape(rows)[0], 0], tf.int64)]
         for lengths, padding in tensors.columns:
-            if padding.fixed_length is not None:
-                length = tf.fill(
-                    tf.shape(first), tf.constant(padding.fixed_length, tf.int64)
-                )
+            bound = longest = None
+            if padding.length == "bucket":
+                bound = _take(tensors.bounds, first)
             else:
-                if padding.length == "bucket":
-                    length = _take(tensors.bounds, first)
-                else:
-                    kept = tf.minimum(
-                        _take(lengths, tf.maximum(rows, 0)), batch_limits[:, None]
-                    )
-                    length = tf.reduce_max(tf.where(valid, kept, 0), axis=1)
-                length = plan_lib.round_up(length, self.pad_to_multiple)
+                kept = tf.minimum(
+                    _take(lengths, tf.maximum(rows, 0)), batch_limits[:, None]
+                )
+                longest = tf.reduce_max(tf.where(valid, kept, 0), axis=1)
+            length = plan_lib.padded_length(
+                padding, longest, bound, self.pad_to_multiple
+            )
+            length = tf.broadcast_to(tf.cast(length, tf.int64), tf.shape(first))
             padded.append(length[:, None])
         return BatchArguments(
             indices=rows,

@@ -10,7 +10,7 @@ from kerasbatch import orders
 from kerasbatch.buckets import Buckets
 from kerasbatch.builders.base import Builder, _bool, _optional_positive_int
 from kerasbatch.builders.prepared import Prepared
-from kerasbatch.plan import round_up
+from kerasbatch.plan import padded_length
 
 AUTO = "auto"
 
@@ -161,12 +161,10 @@ class BucketSettings:
         """
         padded = 0
         for name, padding in paddings.items():
-            if padding.fixed_length is not None:
-                length = padding.fixed_length
-            elif padding.length == "bucket":
-                length = round_up(int(bound), self.pad_to_multiple)
-            else:
-                length = round_up(int(longest_kept(name)), self.pad_to_multiple)
+            longest = None
+            if padding.fixed_length is None and padding.length != "bucket":
+                longest = int(longest_kept(name))
+            length = padded_length(padding, longest, int(bound), self.pad_to_multiple)
             padded = max(padded, length)
         return padded
 

@@ -825,21 +825,19 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             sequence = tf.RaggedTensor.from_row_lengths(
                 next(sequences), rows["lengths"][:, column], validate=False
             )
-            length = None
-            if padding.fixed_length is not None:
-                length = tf.constant(padding.fixed_length, tf.int64)
-            elif padding.length == padding_lib.BUCKET:
-                length = tf.gather(
+            bound = None
+            if padding.length == padding_lib.BUCKET:
+                bound = tf.gather(
                     self._pipeline_constants()["bounds"], rows["bucket"][0]
                 )
-            elif self.pad_to_multiple > 1:
-                length = tf.reduce_max(sequence.row_lengths())
-            if length is not None and padding.fixed_length is None:
-                length = plan_lib.round_up(length, self.pad_to_multiple)
-            shape = None
-            if length is not None:
-                trailing = [-1 if d is None else d for d in spec.shape.as_list()[1:]]
-                shape = tf.stack([-1, length, *trailing])
+            length = plan_lib.padded_length(
+                padding,
+                tf.reduce_max(sequence.row_lengths()),
+                bound,
+                self.pad_to_multiple,
+            )
+            trailing = [-1 if d is None else d for d in spec.shape.as_list()[1:]]
+            shape = tf.stack([-1, tf.cast(length, tf.int64), *trailing])
             components.append(
                 sequence.to_tensor(
                     default_value=tf.cast(padding.value, spec.dtype), shape=shape
