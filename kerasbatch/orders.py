@@ -29,6 +29,8 @@ import dataclasses
 
 import numpy as np
 
+from kerasbatch import remainders
+
 #: Streams of the hash, so that unit, batch and slot orders are independent.
 UNIT_STREAM = 0
 BATCH_STREAM = 1
@@ -162,7 +164,7 @@ class EpochOrder:
             )
         starts, sizes, capacities, offset = [], [], [], 0
         for count, size in zip(counts, sizes_of, strict=True):
-            group_sizes, group_capacities = _group_batches(
+            group_sizes, group_capacities = remainders.group_batches(
                 int(count), int(size), remainder
             )
             ends = np.cumsum(group_sizes, dtype=np.int64)
@@ -331,20 +333,3 @@ class PackedOrder:
         row_splits = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         offsets = np.repeat(self.row_splits[rows] - row_splits[:-1], counts)
         return elements[np.arange(row_splits[-1]) + offsets], row_splits, batch_splits
-
-
-def _group_batches(count, size, remainder):
-    """`(sizes, capacities)` of the batches of a group of `count` units at
-    batch size `size`, its remainder handled as `remainder` says."""
-    full, rest = divmod(count, size)
-    if not rest or remainder == "drop":
-        return [size] * full, [size] * full
-    if remainder == "even":
-        num_batches = full + 1
-        capacity = -(-count // num_batches)
-        smaller = num_batches * capacity - count  # batches one unit short
-        sizes = [capacity] * (num_batches - smaller) + [capacity - 1] * smaller
-        return sizes, [capacity] * num_batches
-    return [size] * full + [rest], [size] * full + [
-        size if remainder == "pad" else rest
-    ]

@@ -20,6 +20,7 @@ from kerasbatch import epochs as epochs_lib
 from kerasbatch import orders as orders_lib
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
+from kerasbatch import remainders as remainders_lib
 from kerasbatch.builders import prepared as prepared_lib
 from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders import service as service_lib
@@ -28,7 +29,7 @@ from kerasbatch.engines import epoch_state, numpy_batches, tf_data
 from kerasbatch.optional import tensorflow as tf
 
 OVERFLOW_POLICIES = ("error", "truncate", "drop")
-REMAINDERS = ("keep", "drop", "pad", "even")
+REMAINDERS = remainders_lib.REMAINDERS
 _PLAN_CACHE_SIZE = 4
 #: Every dataset a builder returned that is still in use, mapped to the
 #: frozen copy of the builder that serves it (see `SharedSettings._serve`).

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 
 from kerasbatch import boundaries as boundaries_lib
-from kerasbatch import outputs, sources
+from kerasbatch import outputs, remainders, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch.buckets import Buckets
@@ -546,7 +546,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         for count, size in zip(
             self.bucket_counts, self.resolved_batch_sizes, strict=True
         ):
-            num_batches += count // size if self.drop_remainder else -(-count // size)
+            # A stream keeps or pads its remainders, or drops them.
+            num_batches += remainders.num_batches(count, size, self.remainder)
         if num_batches == 0 and cardinality != tf.data.INFINITE_CARDINALITY:
             raise ValueError(
                 "No batch left: every bucket holds fewer elements than its "
@@ -864,8 +865,9 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         bucket_size = tf.gather(sizes, batch["bucket"][0])
         rows, lengths = size, batch["lengths"]
         if self._fills:
-            fed = bucket_size if self.remainder == "pad" else size
-            rows = plan_lib.round_up(fed, self.batch_multiple)
+            rows = remainders.rows_fed(
+                size, bucket_size, self.remainder, self.batch_multiple
+            )
             flat = [outputs.fill_rows(t, rows) for t in flat]
             lengths = outputs.fill_rows(lengths, rows)
         padded_lengths = tf.stack(
@@ -1026,11 +1028,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         for bucket, (count, size) in enumerate(
             zip(self.bucket_counts, self.resolved_batch_sizes, strict=True)
         ):
-            full, rest = divmod(count, size)
-            fed = [size] * bool(full)
-            if rest and self.remainder != "drop":
-                fed.append(size if self.remainder == "pad" else rest)
-            for rows in fed:
+            _, capacities = remainders.group_batches(count, size, self.remainder)
+            for rows in sorted(set(capacities)):
                 rows = int(plan_lib.round_up(rows, self.batch_multiple))
                 shapes.add(
                     tuple(
