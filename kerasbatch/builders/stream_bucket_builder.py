@@ -4,9 +4,10 @@ import keras
 import numpy as np
 
 from kerasbatch import boundaries as boundaries_lib
-from kerasbatch import outputs, remainders, sources
+from kerasbatch import outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
+from kerasbatch import remainders as remainders_lib
 from kerasbatch.buckets import Buckets
 from kerasbatch.builders import base, stream_blocks
 from kerasbatch.builders import service as service_lib
@@ -547,7 +548,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             self.bucket_counts, self.resolved_batch_sizes, strict=True
         ):
             # A stream keeps or pads its remainders, or drops them.
-            num_batches += remainders.num_batches(count, size, self.remainder)
+            num_batches += remainders_lib.num_batches(count, size, self.remainder)
         if num_batches == 0 and cardinality != tf.data.INFINITE_CARDINALITY:
             raise ValueError(
                 "No batch left: every bucket holds fewer elements than its "
@@ -865,7 +866,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         bucket_size = tf.gather(sizes, batch["bucket"][0])
         rows, lengths = size, batch["lengths"]
         if self._fills:
-            rows = remainders.rows_fed(
+            rows = remainders_lib.rows_fed(
                 size, bucket_size, self.remainder, self.batch_multiple
             )
             flat = [outputs.fill_rows(t, rows) for t in flat]
@@ -1028,7 +1029,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         for bucket, (count, size) in enumerate(
             zip(self.bucket_counts, self.resolved_batch_sizes, strict=True)
         ):
-            _, capacities = remainders.group_batches(count, size, self.remainder)
+            _, capacities = remainders_lib.group_batches(count, size, self.remainder)
             for rows in sorted(set(capacities)):
                 rows = int(plan_lib.round_up(rows, self.batch_multiple))
                 shapes.add(
