@@ -56,3 +56,23 @@ def rows_fed(elements, size, remainder, batch_multiple):
     `group_batches`.)"""
     rows = size if remainder == "pad" else elements
     return -(-rows // batch_multiple) * batch_multiple
+
+
+def checked(remainder, drop_remainder, builder_type):
+    """The `remainder` setting, `"drop"` for `drop_remainder=True`."""
+    if remainder is None:
+        return "drop" if drop_remainder else "keep"
+    if remainder not in REMAINDERS:
+        raise ValueError(f"remainder must be one of {REMAINDERS}, got {remainder!r}.")
+    if remainder not in builder_type.remainders:
+        raise ValueError(
+            f"{builder_type.__name__} takes remainder in "
+            f"{builder_type.remainders}, not {remainder!r}: "
+            f"{builder_type.remainders_reason}"
+        )
+    if drop_remainder and remainder != "drop":
+        raise ValueError(
+            f"drop_remainder=True and remainder={remainder!r} contradict each "
+            "other: give remainder alone."
+        )
+    return remainder

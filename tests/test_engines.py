@@ -67,7 +67,7 @@ def numpy_of(batch):
     return np.asarray(batch)
 
 
-KINDS = ["padded", "sorted", "bucket", "budget", "packed", "chunk"]
+KINDS = ["padded", "sorted", "bucket", "budget", "packed", "chunk", "window"]
 
 
 @st.composite
@@ -105,6 +105,34 @@ def cases(draw, kind):
             batch_multiple=draw(st.sampled_from([1, 4])),
             **common,
         )
+    elif kind == "window":
+        size = draw(st.integers(1, 6))
+        remainder = draw(st.sampled_from(["keep", "drop", "pad"] if fills else ["keep"]))
+        reducers = {}
+        if isinstance(x, dict):
+            reducers["extra"] = draw(st.sampled_from(["dense", "padded"]))
+            if not fills and draw(st.booleans()):
+                reducers["tokens"] = "count"
+        if targets == "frame" and draw(st.booleans()):
+            reducers["y"] = {"class_name": "PaddedBatch", "config": {"value": -1}}
+        builder = kerasbatch.WindowBuilder(
+            size,
+            shift=draw(st.sampled_from([1, size, size + 1])),
+            stride=draw(st.sampled_from([1, 2])),
+            remainder=remainder,
+            reducers={
+                name: kerasbatch.reducers.PaddedBatch(value=-1)
+                if isinstance(r, dict)
+                else r
+                for name, r in reducers.items()
+            }
+            or None,
+            pad_to_multiple=draw(st.sampled_from([1, 8])),
+            batch_multiple=draw(st.sampled_from([1, 3])) if fills else 1,
+            **common,
+        )
+        if weights is not None and not isinstance(weights, np.ndarray):
+            weights = None
     elif kind == "chunk":
         builder = kerasbatch.ChunkBuilder(
             chunk_size=draw(st.integers(2, 12)),

@@ -6,9 +6,9 @@ import keras
 import numpy as np
 
 from kerasbatch import boundaries as boundaries_lib
-from kerasbatch import orders
+from kerasbatch import checks, orders
 from kerasbatch.buckets import Buckets
-from kerasbatch.builders.base import Builder, _bool, _optional_positive_int
+from kerasbatch.builders.base import Builder
 from kerasbatch.builders.prepared import Prepared
 from kerasbatch.plan import padded_length
 
@@ -59,7 +59,7 @@ class BucketSettings:
                 boundaries, allow_empty=True
             )
         self.boundaries = boundaries
-        self.num_buckets = _optional_positive_int(num_buckets, "num_buckets")
+        self.num_buckets = checks.optional_positive_int(num_buckets, "num_buckets")
         if bucket_batch_sizes is not None:
             if (
                 not isinstance(bucket_batch_sizes, list | tuple)
@@ -70,7 +70,7 @@ class BucketSettings:
                     f"ints, got {bucket_batch_sizes!r}."
                 )
             bucket_batch_sizes = [
-                _optional_positive_int(size, f"bucket_batch_sizes[{i}]")
+                checks.optional_positive_int(size, f"bucket_batch_sizes[{i}]")
                 for i, size in enumerate(bucket_batch_sizes)
             ]
             if (
@@ -82,14 +82,14 @@ class BucketSettings:
                     f"{len(boundaries)} boundaries make {len(boundaries) + 1} buckets."
                 )
         self.bucket_batch_sizes = bucket_batch_sizes
-        self.max_tokens = _optional_positive_int(max_tokens, "max_tokens")
-        self.quadratic_length = _optional_positive_int(
+        self.max_tokens = checks.optional_positive_int(max_tokens, "max_tokens")
+        self.quadratic_length = checks.optional_positive_int(
             quadratic_length, "quadratic_length"
         )
         if quadratic_length is not None and max_tokens is None:
             raise ValueError("quadratic_length only applies with max_tokens.")
-        self.truncate = _bool(truncate, "truncate")
-        self.pad_to_bucket = _bool(pad_to_bucket, "pad_to_bucket")
+        self.truncate = checks.checked_bool(truncate, "truncate")
+        self.pad_to_bucket = checks.checked_bool(pad_to_bucket, "pad_to_bucket")
         self.resolved_boundaries = None
         self.resolved_batch_sizes = None
         self.bucket_counts = None

@@ -5,11 +5,11 @@ import dataclasses
 import keras
 import numpy as np
 
-from kerasbatch import chunking
-from kerasbatch.builders.base import _BatchFunction, _optional_positive_int
+from kerasbatch import checks, chunking
 from kerasbatch.builders.padded_builder import PaddedBuilder
 from kerasbatch.builders.prepared import Prepared
 from kerasbatch.engines import numpy_batches
+from kerasbatch.engines.tf_data import BatchFunction
 from kerasbatch.optional import tensorflow as tf
 from kerasbatch.padding import Padding
 
@@ -122,12 +122,12 @@ class ChunkBuilder(PaddedBuilder):
         pad_to_multiple=1,
         prefetch="auto",
     ):
-        self.chunk_size = _optional_positive_int(chunk_size, "chunk_size")
+        self.chunk_size = checks.optional_positive_int(chunk_size, "chunk_size")
         if chunk_step is not None and chunk_size is None:
             raise ValueError(
                 "chunk_step needs a chunk_size; whole sequences have none."
             )
-        self.chunk_step = _optional_positive_int(chunk_step, "chunk_step")
+        self.chunk_step = checks.optional_positive_int(chunk_step, "chunk_step")
         if self.chunk_step is None:
             self.chunk_step = self.chunk_size
         elif self.chunk_step > self.chunk_size:
@@ -143,7 +143,9 @@ class ChunkBuilder(PaddedBuilder):
                 "on a side; each side may be at most chunk_size. Use longer "
                 "chunks."
             )
-        self.min_chunk_size = _optional_positive_int(min_chunk_size, "min_chunk_size")
+        self.min_chunk_size = checks.optional_positive_int(
+            min_chunk_size, "min_chunk_size"
+        )
         if self.min_chunk_size is None or (
             chunk_size is not None and self.min_chunk_size > chunk_size
         ):
@@ -381,7 +383,7 @@ class ChunkBuilder(PaddedBuilder):
         return _NumpyChunkBatchFunction(self)
 
 
-class _ChunkBatchFunction(_BatchFunction):
+class _ChunkBatchFunction(BatchFunction):
     """Cuts each planned chunk, with its context, out of its sequence."""
 
     def __init__(self, builder, static_batch_size):

@@ -7,11 +7,11 @@ import typing
 import keras
 import numpy as np
 
+from kerasbatch import checks, orders, outputs, packing, sources
 from kerasbatch import epochs as epochs_lib
-from kerasbatch import orders, outputs, packing, sources
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders import replicas as replicas_lib
-from kerasbatch.builders.base import PlannedBuilder, _bool, _optional_positive_int
+from kerasbatch.builders.planned_builder import PlannedBuilder
 from kerasbatch.engines import numpy_batches
 from kerasbatch.optional import tensorflow as tf
 
@@ -143,16 +143,18 @@ class PackedBuilder(PlannedBuilder):
     ):
         if sequence_length is None:
             raise ValueError("sequence_length must be a positive int, got None.")
-        self.sequence_length = _optional_positive_int(
+        self.sequence_length = checks.optional_positive_int(
             sequence_length, "sequence_length"
         )
         if batch_size is None:
             raise ValueError("batch_size must be a positive int, got None.")
-        self.batch_size = _optional_positive_int(batch_size, "batch_size")
-        self.max_segments_per_row = _optional_positive_int(
+        self.batch_size = checks.optional_positive_int(batch_size, "batch_size")
+        self.max_segments_per_row = checks.optional_positive_int(
             max_segments_per_row, "max_segments_per_row"
         )
-        self.normalize_segments = _bool(normalize_segments, "normalize_segments")
+        self.normalize_segments = checks.checked_bool(
+            normalize_segments, "normalize_segments"
+        )
         if max_length is None:
             max_length = self.sequence_length
         super().__init__(

@@ -4,21 +4,16 @@ import keras
 import numpy as np
 
 from kerasbatch import boundaries as boundaries_lib
-from kerasbatch import outputs, sources
+from kerasbatch import checks, outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch import remainders as remainders_lib
 from kerasbatch.buckets import Buckets
-from kerasbatch.builders import base, stream_blocks
 from kerasbatch.builders import service as service_lib
-from kerasbatch.builders.base import (
-    SharedSettings,
-    _bool,
-    _checkpointable,
-    _optional_positive_int,
-    checked_epoch,
-)
+from kerasbatch.builders import serving, stream_blocks
+from kerasbatch.builders.base import SharedSettings
 from kerasbatch.builders.bucket_builder import AUTO, BucketSettings
+from kerasbatch.engines.tf_data import checkpointable
 from kerasbatch.optional import tensorflow as tf
 
 #: Dataset functions run as written: no AutoGraph conversion (nor its cost).
@@ -212,10 +207,10 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             truncate,
             pad_to_bucket,
         )
-        self.batch_size = _optional_positive_int(batch_size, "batch_size")
+        self.batch_size = checks.optional_positive_int(batch_size, "batch_size")
         if buffer_size is None:
             raise ValueError("buffer_size must be a positive int, got None.")
-        self.buffer_size = _optional_positive_int(buffer_size, "buffer_size")
+        self.buffer_size = checks.optional_positive_int(buffer_size, "buffer_size")
         super().__init__(
             shuffle=shuffle,
             seed=seed,
@@ -228,8 +223,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             pad_to_multiple=pad_to_multiple,
             prefetch=prefetch,
         )
-        self.output_lengths = _bool(output_lengths, "output_lengths")
-        self.output_mask = _bool(output_mask, "output_mask")
+        self.output_lengths = checks.checked_bool(output_lengths, "output_lengths")
+        self.output_mask = checks.checked_bool(output_mask, "output_mask")
         self._elements = None
         self._batched = False
 
@@ -351,7 +346,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             batches = batches.apply(
                 tf.data.experimental.assert_cardinality(num_batches)
             )
-        return _checkpointable(batches)
+        return checkpointable(batches)
 
     def distribute_with_service(
         self,
@@ -485,7 +480,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
 
         epochs_ = tf.data.Dataset.range(1).map(_plain(served._begin_epoch))
         remote = served._prefetched(epochs_.flat_map(_plain(epoch_batches)))
-        base._SERVING[remote] = served
+        serving._SERVING[remote] = served
         return remote
 
     def _resolve_buckets(self, elements, paddings, lengths, cardinality):
@@ -656,7 +651,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                     self._num_batches * replicas.count
                 )
             )
-        return base._checkpointable(parts)
+        return checkpointable(parts)
 
     def _steps_per_epoch(self):
         return self._num_batches
@@ -1051,7 +1046,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         counters = self._read_counters()
         current = int(counters[_EPOCH])
         distinct_shapes = int(self._shapes.size().numpy())
-        if epoch is not None and checked_epoch(epoch) != current:
+        if epoch is not None and checks.checked_epoch(epoch) != current:
             previous = self._previous.numpy()
             if int(previous[_EPOCH]) != int(epoch):
                 raise ValueError(

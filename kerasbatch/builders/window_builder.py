@@ -5,10 +5,12 @@ import dataclasses
 import keras
 import numpy as np
 
-from kerasbatch import orders, outputs, sources
+from kerasbatch import checks, orders, outputs, sources
 from kerasbatch import reducers as reducers_lib
-from kerasbatch.builders.base import Builder, _BatchFunction, _optional_positive_int
+from kerasbatch.builders.base import Builder
 from kerasbatch.builders.prepared import Prepared
+from kerasbatch.engines import numpy_batches
+from kerasbatch.engines.tf_data import BatchFunction
 from kerasbatch.optional import tensorflow as tf
 from kerasbatch.padding import Padding
 
@@ -333,6 +335,9 @@ class WindowBuilder(Builder):
     def _batch_function(self, static_batch_size):
         return _WindowFunction(self, static_batch_size)
 
+    def _numpy_batch_function(self):
+        return _NumpyWindowFunction(self)
+
 
 def window_positions(num_elements, size, shift=1, stride=1, drop_remainder=True):
     """The element positions of every window, as `tf.data.Dataset.window`.
@@ -386,7 +391,7 @@ class WindowPrepared(Prepared):
     num_unwindowed: int
 
 
-class _WindowFunction(_BatchFunction):
+class _WindowFunction(BatchFunction):
     """Gathers one window per component and applies the component's reducer."""
 
     def __init__(self, builder, static_batch_size):
@@ -422,6 +427,73 @@ class _WindowFunction(_BatchFunction):
                 reduced = outputs.fill_rows(reduced, batch.rows)
             tensors[component.name] = reduced
         return self._structure(tensors, {}, batch)
+
+
+class _NumpyWindowFunction(numpy_batches.BatchFunction):
+    """`_WindowFunction` in numpy, for the numpy engines: the built-in
+    reducers of dense components. A user's `Reducer` (TensorFlow ops) and
+    sparse components need the `tf.data` engine."""
+
+    def __init__(self, builder):
+        super().__init__(builder)
+        self.reducers = builder._prepared.reducers
+        for component in self.components:
+            reducer = self.reducers[component.name]
+            if isinstance(component, SparseComponent) or not isinstance(
+                reducer,
+                reducers_lib.Count | reducers_lib.DenseBatch | reducers_lib.PaddedBatch,
+            ):
+                what = (
+                    "sparse elements"
+                    if isinstance(component, SparseComponent)
+                    else f"the reducer {reducer!r} (TensorFlow ops)"
+                )
+                raise ValueError(
+                    f"WindowBuilder component {component.name!r} has {what}, "
+                    "which only the 'tf.data' engine batches: build with "
+                    "engine='tf.data', or use the built-in reducers of dense "
+                    "elements on the numpy engines."
+                )
+
+    def __call__(self, plan, index):
+        start, end = plan.batch_splits[index], plan.batch_splits[index + 1]
+        indices = plan.indices[start:end]
+        size = len(indices)
+        limit = plan.limits[index]
+        planned = dict(zip(self.paddings, plan.padded_lengths[index], strict=True))
+        arrays = {}
+        for component in self.components:
+            reducer = self.reducers[component.name]
+            if isinstance(reducer, reducers_lib.Count):
+                arrays[component.name] = np.int64(size)
+                continue
+            if not component.is_sequence:
+                reduced = component.values[indices]
+            else:
+                kept = np.minimum(component.lengths[indices], limit)
+                if isinstance(reducer, reducers_lib.PaddedBatch):
+                    length = reducer.padding.fixed_length or planned[component.name]
+                    value = reducer.value
+                else:  # "dense": every element of the window has one length
+                    length, value = int(kept.max(initial=0)), 0
+                reduced = numpy_batches.pad_rows(
+                    component.values,
+                    component.row_splits[indices],
+                    kept,
+                    size,
+                    int(length),
+                    value,
+                )
+            if self.fills:
+                reduced = outputs.fill_numpy_rows(reduced, plan.batch_rows[index])
+            arrays[component.name] = reduced
+        return outputs.finish_numpy_batch(
+            *[self.role(role, arrays) for role in sources.ROLES],
+            {},
+            output_lengths=self.output_lengths,
+            output_mask=self.output_mask,
+            real_rows=size if self.fills else None,
+        )
 
 
 def _pad_to(batch, length, value):
@@ -656,7 +728,7 @@ def _window_arguments(*values):
     """Validated `(size, shift, stride)`: positive ints."""
     names = ("size", "shift", "stride")
     checked = tuple(
-        _optional_positive_int(value, name)
+        checks.optional_positive_int(value, name)
         for value, name in zip(values, names, strict=True)
     )
     if None in checked:

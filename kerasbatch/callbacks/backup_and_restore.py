@@ -6,7 +6,7 @@ import warnings
 
 import keras
 
-from kerasbatch.builders.base import builder_of
+from kerasbatch.builders.serving import builder_of
 
 POSITION_FILE = "data_position.json"
 

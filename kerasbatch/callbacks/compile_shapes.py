@@ -9,7 +9,7 @@ with the one-line fix.
 
 import warnings
 
-from kerasbatch.builders.base import builder_of
+from kerasbatch.builders.serving import builder_of
 
 #: More distinct shapes per epoch than this (or than a bucket builder's
 #: buckets, if more) is worth a warning.

@@ -1,7 +1,8 @@
 """Which built datasets a callback reports on: the one `model.fit` trains on,
 and the one it validates on."""
 
-from kerasbatch.builders.base import SharedSettings, builder_of
+from kerasbatch.builders.serving import builder_of
+from kerasbatch.builders.shared import SharedSettings
 
 
 def checked_builder(builder, caller):

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 
 from kerasbatch import optional
-from kerasbatch.builders.base import builder_of
+from kerasbatch.builders.serving import builder_of
 from kerasbatch.callbacks.compile_shapes import compiles_per_shape
 from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
 from kerasbatch.engines import numpy_batches, tf_data

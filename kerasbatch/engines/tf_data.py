@@ -1,11 +1,24 @@
-"""The `tf.data` engine's run state: epochs counted in CPU variables.
+"""The `tf.data` engine: what turns a plan into batches inside a graph.
 
-A `tf.data` pipeline reads its epoch inside its graph, so the counter the
-graph reads and advances is a `tf.Variable` (on the CPU): every new
-iteration of a built dataset reads the next epoch and advances it. The
-pipelines themselves are made by the builders (`_planned_dataset`).
+- `GraphEpochState`: a built dataset's epochs in CPU variables, which its
+  graph reads and advances (every new iteration reads the next epoch);
+- `BatchArguments` and `BatchFunction`: the seam where a batch of the plan
+  becomes tensors, and the map that gathers, cuts and pads it (the twin of
+  `kerasbatch.engines.numpy_batches.BatchFunction`);
+- `checkpointable`: the options every pipeline runs with.
+
+The builders assemble the pipelines from these (`_planned_dataset`).
 """
 
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+from kerasbatch import epochs as epochs_lib
+from kerasbatch import orders as orders_lib
+from kerasbatch import outputs, sources
+from kerasbatch import plan as plan_lib
 from kerasbatch.optional import tensorflow as tf
 
 
@@ -55,3 +68,156 @@ class GraphEpochState:
     def advance_past_started(self):
         """Sets the next epoch to the started one + 1; returns the op."""
         return self._epoch.assign(self._started + 1)
+
+
+class BatchArguments(typing.NamedTuple):
+    """What the pipeline knows of one batch before gathering it (or, stacked,
+    of every batch of an epoch): the seam where plans become tensors.
+
+    Attributes:
+        indices: int64 `(width,)` element indices, the batch's first `size`
+            entries (the rest is -1).
+        size: int64 elements in the batch.
+        rows: int64 rows fed: `size` and filler rows (`batch_multiple`).
+        padded_lengths: int64 `(sequence components,)` padded lengths.
+        limit: int64 cut length of the batch's elements (`NO_LIMIT`: none).
+    """
+
+    indices: tf.Tensor
+    size: tf.Tensor
+    rows: tf.Tensor
+    padded_lengths: tf.Tensor
+    limit: tf.Tensor
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochTensors:
+    """What `Builder._batch_arguments` reads, made once per dataset.
+
+    Attributes:
+        order: the `kerasbatch.epochs.GraphOrder` of the batches.
+        limits: cut length of every element (`per_element`).
+        bounds: bucket padding bound of every element, or None.
+        columns: `(lengths, Padding)` of every sequence component.
+    """
+
+    order: epochs_lib.GraphOrder
+    limits: tf.Tensor
+    bounds: tf.Tensor | None
+    columns: list
+
+
+class BatchFunction:
+    """Gathers and pads one batch: `BatchArguments → element`."""
+
+    def __init__(self, builder, static_batch_size):
+        prepared = builder._prepared
+        data = prepared.data
+        self.static_batch_size = static_batch_size
+        self.components = data.components
+        self.structure = data.structure
+        self.tensors = [c.to_tensor() for c in self.components]
+        self.paddings = prepared.paddings
+        self.may_cut = bool((prepared.element_limits != plan_lib.NO_LIMIT).any())
+        self.output_lengths = builder.output_lengths
+        self.output_mask = builder.output_mask
+        self.fills = builder._fills
+
+    def __call__(self, batch):
+        indices = batch.indices[: batch.size]
+        if self.fills:
+            indices = outputs.fill_rows(indices, batch.rows)
+        tensors, lengths = {}, {}
+        column = 0
+        for component, tensor in zip(self.components, self.tensors, strict=True):
+            if not component.is_sequence:
+                gathered = self._gather(component, tensor, indices)
+                gathered.set_shape([self.static_batch_size, *component.trailing_shape])
+                tensors[component.name] = gathered
+                continue
+            rows = self._gather(component, tensor, indices)
+            if self.may_cut:
+                rows = rows[:, : batch.limit]
+            shape = tf.stack(
+                [batch.rows, batch.padded_lengths[column], *component.trailing_shape]
+            )
+            value = tf.cast(self.paddings[component.name].value, tensor.dtype)
+            padded = rows.to_tensor(value, shape=shape)
+            padded.set_shape(
+                [
+                    self.static_batch_size,
+                    self.paddings[component.name].fixed_length,
+                    *component.trailing_shape,
+                ]
+            )
+            tensors[component.name] = padded
+            lengths[component.name] = rows.row_lengths()
+            column += 1
+        return self._structure(tensors, lengths, batch)
+
+    def _gather(self, component, tensor, indices):
+        """The batch's rows of `component`: ragged for sequences, else dense."""
+        return tf.gather(tensor, indices)
+
+    def _structure(self, tensors, lengths, batch):
+        roles = [
+            None if self.structure[role] is None else self._role(role, tensors)
+            for role in sources.ROLES
+        ]
+        return outputs.finish_batch(
+            *roles,
+            lengths,
+            output_lengths=self.output_lengths,
+            output_mask=self.output_mask,
+            real_rows=batch.size if self.fills else None,
+        )
+
+    def _role(self, role, tensors):
+        if self.structure[role] == "single":
+            return tensors[role]
+        return {c.key: tensors[c.name] for c in self.components if c.role == role}
+
+
+def per_element(values):
+    """A per-element int array as a tensor for `take`: a scalar when all
+    values are equal, else int32 where they fit (half the memory)."""
+    if len(values) and (values == values[0]).all():
+        return tf.constant(values[0], tf.int64)
+    return tf.constant(orders_lib.compact(values))
+
+
+def take(values, indices):
+    """int64 `values[indices]` of a `per_element` tensor."""
+    if values.shape.rank == 0:
+        return tf.fill(tf.shape(indices), values)
+    return tf.cast(tf.gather(values, indices), tf.int64)
+
+
+def checkpointable(dataset):
+    """`dataset`, whose iterator a `tf.train.Checkpoint` saves mid-epoch, and
+    whose graph tf.data runs as built.
+
+    The builder's variables (epoch counter, statistics counters) are state
+    outside the iterator: a checkpoint keeps the running epoch and the
+    position in it, and leaves those out (`set_epoch` drives the counter).
+    tf.data's default graph rewrites would serialise the graph, with a copy
+    of the data it holds, every time an iterator starts; the pipelines are
+    already what those rewrites make (parallel maps, prefetch), so they are
+    off.
+    """
+    options = tf.data.Options()
+    options.experimental_external_state_policy = (
+        tf.data.experimental.ExternalStatePolicy.IGNORE
+    )
+    options.experimental_optimization.apply_default_optimizations = False
+    return dataset.with_options(options)
+
+
+def empty_like(spec):
+    """A value of `spec` (a tensor or sparse tensor spec) with no entries."""
+    shape = [d or 0 for d in spec.shape]
+    if isinstance(spec, tf.SparseTensorSpec):
+        return tf.SparseTensor(
+            tf.zeros([0, len(shape)], tf.int64), tf.zeros([0], spec.dtype), shape
+        )
+    return tf.zeros(shape, spec.dtype)

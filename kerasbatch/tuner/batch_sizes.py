@@ -8,7 +8,7 @@ import time
 import keras
 import numpy as np
 
-from kerasbatch.builders.base import _bool, _is_int, _optional_positive_int
+from kerasbatch import checks
 from kerasbatch.builders.bucket_builder import BucketBuilder
 from kerasbatch.optional import tensorflow as tf
 
@@ -82,7 +82,7 @@ class PositionBudget(MemoryLimit):
 
     def __init__(self, max_positions, quadratic_length=None):
         self.max_positions = _positive_int(max_positions, "max_positions")
-        self.quadratic_length = _optional_positive_int(
+        self.quadratic_length = checks.optional_positive_int(
             quadratic_length, "quadratic_length"
         )
 
@@ -366,7 +366,7 @@ def find_bucket_batch_sizes(
     if not (isinstance(tolerance, numbers.Real) and 0 < tolerance < 1):
         raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}.")
     max_batch_size = _positive_int(max_batch_size, "max_batch_size")
-    merge = _bool(merge, "merge")
+    merge = checks.checked_bool(merge, "merge")
 
     builder = type(builder).from_config(builder.get_config())
     builder.build(x, y, sample_weight)
@@ -481,7 +481,7 @@ def _merge_equal(boundaries, sizes):
 
 
 def _positive_int(value, name):
-    if not _is_int(value) or value <= 0:
+    if not checks.is_int(value) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}.")
     return int(value)
 

@@ -26,6 +26,7 @@ BUILDERS = {
     ),
     "packed": lambda: kerasbatch.PackedBuilder(24, batch_size=4, seed=1),
     "chunk": lambda: kerasbatch.ChunkBuilder(6, batch_size=8, seed=1),
+    "window": lambda: kerasbatch.WindowBuilder(4, 4, drop_remainder=False, seed=1),
 }
 
 
@@ -215,3 +216,15 @@ def test_warm_up_compiles_every_shape_and_changes_nothing(engine):
     assert warm_up.shapes == builder.batch_shapes(0)
     for expected, actual in zip(plain, warmed, strict=True):
         np.testing.assert_array_equal(expected, actual)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_what_only_tf_data_batches_is_refused_by_name(engine):
+    count = kerasbatch.Reducer(
+        lambda size: 0, lambda state, element: state + 1, lambda state: state
+    )
+    builder = kerasbatch.WindowBuilder(2, 2, reducers={"x": count})
+    with pytest.raises(ValueError, match="only the 'tf.data' engine batches"):
+        builder.build(sequences(LENGTHS), engine=engine)
+    with pytest.raises(ValueError, match="engine must be one of"):
+        builder.build(sequences(LENGTHS), engine="torch")

@@ -1,0 +1,228 @@
+"""Built datasets and their run state, apart from a builder's settings.
+
+Every `build` returns a dataset served by a shallow copy of the builder
+frozen at that call: it holds the build's data, its plans and the dataset's
+run state (the epoch its next iteration yields, the one it last started;
+`kerasbatch.engines.epoch_state`). The builder itself keeps only weak links
+to those copies, for `set_epoch` and the defaults of `statistics()`,
+`plan()` and the callbacks (the latest build). `builder_of(dataset)` finds
+the copy of any dataset a builder returned.
+"""
+
+import copy
+import gc
+import weakref
+
+from kerasbatch import checks
+from kerasbatch.engines import epoch_state, tf_data
+
+#: Every dataset a builder returned that is still in use, mapped to the
+#: frozen copy of the builder that serves it (see `Serving._serve`).
+_SERVING = weakref.WeakKeyDictionary()
+
+
+def builder_of(dataset):
+    """The builder that serves `dataset`, as it was when `build` returned it.
+
+    Every dataset a builder returns is bound to the data and plan of its own
+    `build` call: it is served by a copy of the builder frozen at that call,
+    which building again (other data, `adapt`) never changes. This returns
+    that copy, whose `statistics()`, `plan()` and `running_positions()`
+    describe exactly the batches the dataset yields.
+
+    Args:
+        dataset: a dataset returned by a builder's `build` (not one derived
+            from it by `map`, `repeat`, ...).
+
+    Raises:
+        ValueError: `dataset` was not returned by a builder.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kerasbatch
+    >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+    >>> train = builder.build([np.ones(n) for n in (1, 2, 3, 4)])
+    >>> val = builder.build([np.ones(n) for n in (5, 5)])
+    >>> kerasbatch.builders.builder_of(train).statistics().num_elements
+    4
+    """
+    try:
+        return _SERVING[dataset]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"{dataset!r} was not returned by a kerasbatch builder's build(). "
+            "Pass the dataset build() returned itself, not one derived from it "
+            "(map, repeat, take, ...)."
+        ) from None
+
+
+class Serving:
+    """The datasets a builder built, and their epochs (a mixin of every
+    builder; see the module docstring)."""
+
+    def _init_serving(self):
+        """No dataset built yet; datasets built later start at epoch 0."""
+        self._reset_run_state(epoch_state.EpochState(0))
+        self._datasets = weakref.WeakKeyDictionary()  # built dataset -> copy
+        # Every copy still serving a dataset: a built one, or one made from
+        # it by `distribute` / `distribute_with_service` (that one may
+        # outlive the built dataset).
+        self._copies = weakref.WeakValueDictionary()  # id(copy) -> copy
+        self._latest = None  # the copy serving the latest built dataset
+
+    def _reset_run_state(self, state):
+        """Fresh state for iterating a built dataset: `state`, its epoch
+        counter (`kerasbatch.engines.epoch_state`), and the caches of
+        subclasses (which extend this)."""
+        self._state = state
+
+    def _serve(self, make_dataset, engine="tf.data"):
+        """Returns `make_dataset(copy)`, bound to a copy of this builder.
+
+        The copy is frozen at this build: it holds this build's data and
+        resolved settings, and an epoch counter (of the `engine`) and
+        caches of its own. Building again rebinds this builder's state and
+        never touches a copy, so every dataset yields its own build's data,
+        cardinality and statistics for its whole life (see `builder_of`).
+        """
+        served = copy.copy(self)
+        served._datasets = served._copies = None  # a copy builds nothing
+        served._latest = None
+        epoch = self._state.next_epoch()
+        served._engine = engine
+        if engine == "tf.data":
+            served._reset_run_state(tf_data.GraphEpochState(epoch))
+        else:
+            served._reset_run_state(epoch_state.EpochState(epoch))
+        dataset = make_dataset(served)
+        self._datasets[dataset] = _SERVING[dataset] = served
+        self._copies[id(served)] = served
+        self._latest = served
+        return dataset
+
+    def _serving(self, dataset=None):
+        """The copy serving `dataset` (default: the latest build), or self
+        when nothing was built since the last `adapt`."""
+        if dataset is None:
+            return self._latest or self
+        if self._datasets is not None:
+            if dataset in self._datasets:
+                return self._datasets[dataset]
+            served = _SERVING.get(dataset)  # from distribute(...) of a build
+            if served is not None and self._copies.get(id(served)) is served:
+                return served
+        builder_of(dataset)  # names a dataset that no builder returned
+        raise ValueError(
+            f"This dataset was built by another builder than {self!r}; ask "
+            "that builder, or kerasbatch.builders.builder_of(dataset)."
+        )
+
+    def _built_copy(self, dataset, method, engine=None):
+        """The copy serving the built `dataset` (default: the latest); with
+        `engine`, it must have been built by that engine."""
+        served = self._serving(dataset)
+        if served is self:
+            raise RuntimeError(
+                f"{type(self).__name__}.{method} needs a built dataset: call "
+                "build(...) first."
+            )
+        if engine is not None and served._engine != engine:
+            raise ValueError(
+                f"{type(self).__name__}.{method} runs on the {engine!r} engine, "
+                f"but the dataset was built with engine={served._engine!r}: "
+                f"build it with engine={engine!r}."
+            )
+        return served
+
+    def built_datasets(self):
+        """The datasets this builder returned that are still in use.
+
+        Example:
+
+        >>> import numpy as np
+        >>> import kerasbatch
+        >>> builder = kerasbatch.PaddedBuilder(batch_size=2)
+        >>> train = builder.build([np.ones(n) for n in (1, 2, 3)])
+        >>> val = builder.build([np.ones(n) for n in (4, 5)])
+        >>> len(builder.built_datasets())
+        2
+        """
+        if self._datasets is None:
+            return []
+        if len(self._datasets) > 1:
+            gc.collect()  # datasets kept only by reference cycles are not in use
+        return list(self._datasets)
+
+    @property
+    def epoch(self):
+        """The epoch the next iteration of the latest built dataset will use."""
+        return self._serving()._state.next_epoch()
+
+    def set_epoch(self, epoch):
+        """Makes the next iteration of every built dataset yield epoch `epoch`.
+
+        Every new iteration (each `model.fit` epoch) otherwise advances the
+        epoch of that dataset by one; `kerasbatch.callbacks.EpochReshuffle`
+        calls this in `on_epoch_begin` so that resumed training sees the same
+        batches. Datasets built later start at `epoch` too.
+        """
+        epoch = checks.checked_epoch(epoch)
+        self._state.assign(epoch)
+        for served in list((self._copies or {}).values()):
+            served._state.assign(epoch)
+
+    @property
+    def last_started_epoch(self):
+        """The epoch of the latest built dataset's most recent iteration, or
+        None."""
+        return self._serving()._started_epoch()
+
+    def _started_epoch(self):
+        return self._state.started_epoch()
+
+    def statistics(self, epoch=None, dataset=None):
+        """`PlanStatistics` of one epoch of a built dataset.
+
+        Args:
+            epoch: the epoch (default: the one last started, else the next).
+            dataset: the dataset this builder returned that the figures are
+                for (default: the latest built, or the data of `adapt`).
+        """
+        return self._serving(dataset)._statistics(epoch)
+
+    def running_positions(self, num_batches, dataset=None):
+        """Real and padded positions of the running epoch's first batches.
+
+        The callbacks' view of a builder (`kerasbatch.callbacks`): every
+        builder kind answers it, from its plan (in-memory builders) or from
+        in-pipeline counters (`kerasbatch.StreamBucketBuilder`).
+
+        Args:
+            num_batches: how many of the epoch's batches (in order) to count.
+            dataset: the built dataset (default: the latest built).
+
+        Returns:
+            `(real, padded)` int positions over all sequence components of
+            the first `num_batches` batches of the epoch last started.
+
+        Example:
+
+        >>> import numpy as np
+        >>> import kerasbatch
+        >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+        >>> _ = builder.build([np.ones(n) for n in (1, 2, 3, 5)])
+        >>> builder.running_positions(1), builder.running_positions(2)
+        ((3, 4), (11, 14))
+        """
+        return self._serving(dataset)._running_positions(num_batches)
+
+    def _steps_per_epoch(self):
+        """Batches per epoch, or None where unknown (subclass hook)."""
+        raise NotImplementedError
+
+    def _statistics(self, epoch):
+        raise NotImplementedError
+
+    def _running_positions(self, num_batches):
+        raise NotImplementedError
