@@ -13,7 +13,7 @@ import os as _os
 import sys as _sys
 
 # Planning needs NumPy only: these import without Keras.
-from kerasbatch import boundaries, buckets, orders, packing, plan
+from kerasbatch import boundaries, buckets, orders, packing, plan, remainders
 from kerasbatch.plan import BatchPlan, PlanStatistics
 
 #: The names that need Keras (every builder, layer, loss, callback).
@@ -156,5 +156,6 @@ __all__ = [
     "plan",
     "plotting",
     "reducers",
+    "remainders",
     "tuner",
 ]
