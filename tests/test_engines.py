@@ -107,7 +107,9 @@ def cases(draw, kind):
         )
     elif kind == "window":
         size = draw(st.integers(1, 6))
-        remainder = draw(st.sampled_from(["keep", "drop", "pad"] if fills else ["keep"]))
+        remainder = draw(
+            st.sampled_from(["keep", "drop", "pad"] if fills else ["keep"])
+        )
         reducers = {}
         if isinstance(x, dict):
             reducers["extra"] = draw(st.sampled_from(["dense", "padded"]))

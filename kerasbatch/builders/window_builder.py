@@ -5,7 +5,7 @@ import dataclasses
 import keras
 import numpy as np
 
-from kerasbatch import checks, orders, outputs, sources
+from kerasbatch import checks, optional, orders, outputs, sources
 from kerasbatch import reducers as reducers_lib
 from kerasbatch.builders.base import Builder
 from kerasbatch.builders.prepared import Prepared
@@ -160,14 +160,17 @@ class WindowBuilder(Builder):
 
     # ------------------------------------------------------------------ build
     def build(self, x, y=None, sample_weight=None, *, engine="tf.data"):
-        """Returns a `tf.data.Dataset` of one batch per window for `model.fit`.
+        """Returns a dataset of one batch per window for `model.fit`.
 
         Args:
             x: the inputs of `kerasbatch.builders.Builder.build`, lists of
                 `tf.SparseTensor`s, or string arrays; or a dict of those.
             y: targets, in the same forms. Optional.
             sample_weight: weights, in the same forms. Optional.
-            engine: `"tf.data"` (its reducers run in the `tf.data` graph).
+            engine: as in `kerasbatch.builders.Builder.build`. The numpy
+                engines (`"grain"`, `"python"`) take the built-in reducers
+                of dense components; a user's `Reducer` (TensorFlow ops) and
+                sparse components need `"tf.data"`.
 
         Returns:
             A dataset of `x`, `(x, y)` or `(x, y, sample_weight)` batches, one
@@ -630,9 +633,10 @@ def _window_data(x, y, sample_weight):
 
 
 def _is_sparse_list(value, name):
-    if not isinstance(value, list | tuple) or not value:
+    loaded = optional.imported("tensorflow")  # a sparse tensor needs TF imported
+    if loaded is None or not isinstance(value, list | tuple) or not value:
         return False
-    sparse = [isinstance(v, tf.SparseTensor) for v in value]
+    sparse = [isinstance(v, loaded.SparseTensor) for v in value]
     if any(sparse) and not all(sparse):
         raise TypeError(
             f"{name} mixes tf.SparseTensor and dense elements (element "
@@ -643,8 +647,9 @@ def _is_sparse_list(value, name):
 
 def _as_strings(value):
     """`value` as a numpy string array, or None when it holds no strings."""
-    if isinstance(value, tf.Tensor) and value.dtype == tf.string:
-        return value.numpy()
+    loaded = optional.imported("tensorflow")
+    if loaded is not None and isinstance(value, loaded.Tensor):
+        return value.numpy() if value.dtype == loaded.string else None
     if isinstance(value, list | tuple) and value and isinstance(value[0], str | bytes):
         return np.asarray(value)
     if isinstance(value, np.ndarray) and (
