@@ -1,4 +1,4 @@
-"""Dataset builders: variable-length sequences to padded `tf.data` batches."""
+"""Dataset builders: variable-length sequences to padded batches, on any engine."""
 
 from kerasbatch.builders.base import Builder, PlannedBuilder, builder_of
 from kerasbatch.builders.bucket_builder import BucketBuilder

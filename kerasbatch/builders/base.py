@@ -38,13 +38,16 @@ REMAINDERS = remainders_lib.REMAINDERS
 class Builder(PlannedBuilder):
     """Base class of the dataset builders.
 
-    A builder turns variable-length sequences into a `tf.data.Dataset` of
-    padded batches that `model.fit` takes directly. Each epoch's batches are
-    planned in numpy from the lengths alone (a pure function of `seed` and the
-    epoch), then gathered and padded once per batch in the pipeline.
+    A builder turns variable-length sequences into padded batches that
+    `model.fit` takes directly: a `tf.data.Dataset`, a Grain dataset or a
+    `keras.utils.PyDataset` (`build(..., engine=...)`, see
+    `kerasbatch.engines`). Each epoch's batches are planned in numpy from the
+    lengths alone (a pure function of `seed` and the epoch), then gathered
+    and padded once per batch by the engine, the same on every engine.
 
     Subclasses decide which elements form a batch (`_epoch_order`); the base
-    handles inputs, overflow policies, padding, statistics and the pipeline.
+    handles inputs, overflow policies, padding, statistics and the batch
+    functions.
 
     Args:
         batch_size: elements per batch.

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 
 from kerasbatch import boundaries as boundaries_lib
-from kerasbatch import checks, outputs, sources
+from kerasbatch import checks, engines, optional, outputs, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch import remainders as remainders_lib
@@ -249,7 +249,9 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         return config
 
     # ------------------------------------------------------------------ build
-    def build(self, dataset, lengths=None, shardable=None, *, batched=False):
+    def build(
+        self, dataset, lengths=None, shardable=None, *, batched=False, engine="tf.data"
+    ):
         """Returns a `tf.data.Dataset` of padded, bucketed batches for `model.fit`.
 
         Args:
@@ -283,11 +285,32 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 The builder buckets the examples of each block without
                 splitting the blocks into elements (the fastest input; the
                 TFRecord loader gives it).
+            engine: `"tf.data"`, the engine a stream runs on (its input is
+                a `tf.data.Dataset`). Sequences in memory run on every
+                engine with `BucketBuilder`.
 
         Returns:
             A dataset of batches in the structure of the input elements;
             sequence components are dense `(batch, length, *trailing)`.
         """
+        engines.check_engine(engine)
+        if engine != "tf.data":
+            raise ValueError(
+                f"StreamBucketBuilder streams tf.data datasets on the 'tf.data' "
+                f"engine, not {engine!r}. For sequences in memory, "
+                f"BucketBuilder(...).build(x, engine={engine!r}) buckets them "
+                "the same way."
+            )
+        if (
+            optional.imported("tensorflow") is None
+            and not optional.tensorflow.available
+        ):
+            raise ImportError(
+                "StreamBucketBuilder streams tf.data datasets and needs "
+                "TensorFlow: pip install tensorflow. Without it, "
+                "BucketBuilder(...).build(x, engine='grain') buckets sequences "
+                "in memory."
+            )
         if not isinstance(dataset, tf.data.Dataset):
             raise TypeError(
                 "StreamBucketBuilder.build takes a tf.data.Dataset, got "

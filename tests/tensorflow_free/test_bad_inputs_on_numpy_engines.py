@@ -110,3 +110,10 @@ def test_a_grain_iterator_resumes_from_its_state():
     again.set_state(state)
     assert [batch.tolist() for batch in again] == rest
     assert state == {"epoch": 0, "batch": 1} and first.shape[0] == 2
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_stream_names_the_engine_it_runs_on(engine):
+    builder = kerasbatch.StreamBucketBuilder(boundaries=[3], batch_size=2)
+    with pytest.raises(ValueError, match="BucketBuilder.*build.*engine="):
+        builder.build(X, engine=engine)
