@@ -24,9 +24,11 @@ def mix64(z):
 
 
 def hash31(seed, epoch, stream, count):
-    """`kerasbatch.orders.hash31` with an int64 tensor `epoch` and `count`."""
+    """`kerasbatch.orders.hash31` with int64 tensors `epoch`, `count` and
+    (or an int) `stream`."""
     key = mix64(_u64(seed)) ^ tf.cast(epoch, tf.uint64)
-    key = mix64(key) ^ _u64(stream)
+    stream = _u64(stream) if isinstance(stream, int) else tf.cast(stream, tf.uint64)
+    key = mix64(key) ^ stream
     key = mix64(key)
     values = mix64(key ^ tf.cast(tf.range(tf.cast(count, tf.int64)), tf.uint64))
     return tf.cast(tf.bitwise.right_shift(values, _u64(33)), tf.int64)

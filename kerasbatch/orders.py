@@ -35,6 +35,17 @@ from kerasbatch import remainders
 UNIT_STREAM = 0
 BATCH_STREAM = 1
 SLOT_STREAM = 2
+#: A stream's emission k draws its rows' order from stream
+#: `EMISSION_STREAM + 2 k` and its batches' order from the next one.
+EMISSION_STREAM = 2**32
+
+
+def emission_stream(emission, draw):
+    """The hash stream of `draw` (0: rows, 1: batches) of a stream's
+    emission `emission` (an int or an int64 tensor)."""
+    return EMISSION_STREAM + 2 * emission + draw
+
+
 #: SplitMix64's multipliers (`mix64`).
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 MIX2 = np.uint64(0x94D049BB133111EB)

@@ -82,6 +82,18 @@ def test_the_hash_is_the_same_in_numpy_and_tensorflow():
     assert len(np.unique(expected)) > 99_990  # a good spread
 
 
+def test_a_streams_draws_hash_the_same_in_numpy_and_tensorflow():
+    # A stream's emissions draw with the planned builders' rule: a numpy
+    # engine can shuffle a stream's buffer exactly as its tf.data graph does.
+    for emission, draw in ((0, 0), (5, 1), (2**20, 0)):
+        stream = orders.emission_stream(emission, draw)
+        expected = orders.hash31(7, 3, stream, 1000)
+        graph_stream = orders.emission_stream(tf.constant(emission, tf.int64), draw)
+        actual = epochs.hash31(7, tf.constant(3, tf.int64), graph_stream, 1000)
+        np.testing.assert_array_equal(actual.numpy(), expected)
+    assert orders.emission_stream(0, 1) != orders.emission_stream(1, 0)
+
+
 def test_epochs_and_seeds_give_different_orders():
     order = orders.EpochOrder.of_groups(
         np.arange(50), np.zeros(50, np.int64), [5], "keep",

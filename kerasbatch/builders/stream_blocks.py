@@ -26,6 +26,8 @@ batches are a pure function of the seed, the epoch and the input.
 
 import numpy as np
 
+from kerasbatch import epochs as epochs_lib
+from kerasbatch import orders
 from kerasbatch.optional import tensorflow as tf
 
 #: The per-row int64 fields of rows, beside "values" and "lengths".
@@ -174,8 +176,7 @@ class BlockBucketer:
         count = tf.shape(rows["bucket"], out_type=tf.int64)[0]
         order = tf.range(count)
         if self.shuffle:
-            draw = tf.random.stateless_uniform([count], _seed(seeds, 0))
-            order = tf.argsort(draw, stable=True, direction="ASCENDING")
+            order = tf.argsort(self._draw(seeds, 0, count), stable=True)
             order = tf.cast(order, tf.int64)
         order = tf.gather(
             order, tf.argsort(tf.gather(rows["bucket"], order), stable=True)
@@ -198,10 +199,7 @@ class BlockBucketer:
             tf.cast(leaves, tf.int64), batch, num_batches
         )
         if self.shuffle:
-            draw = tf.random.stateless_uniform(
-                [num_batches], _seed(seeds, 1), maxval=2**62, dtype=tf.int64
-            )
-            key = draw
+            key = self._draw(seeds, 1, num_batches)
         else:
             last = tf.math.unsorted_segment_max(
                 tf.gather(rows["index"], order), batch, num_batches
@@ -225,6 +223,13 @@ class BlockBucketer:
         sizes_left = tf.gather(rows_in_batch, batch_order[:num_leaving])
         return (left, sizes_left), gather(rows, waiting, self.sequence_positions)
 
+    def _draw(self, seeds, draw, count):
+        """`count` hashes in `[0, 2**31)` of `(seed, epoch, emission)` and
+        the `draw` (the rule of `kerasbatch.orders.hash31`, as the planned
+        builders' epochs)."""
+        stream = orders.emission_stream(seeds[2], draw)
+        return epochs_lib.hash31(self.seed, seeds[1], stream, count)
+
     def _split(self, rows, sizes, finish):
         """The batches of one emission: `finish(rows of the batch)` each."""
         ends = tf.cumsum(sizes)
@@ -247,9 +252,3 @@ class BlockBucketer:
             return finish({"values": tuple(values), **sliced})
 
         return tf.data.Dataset.from_tensor_slices((ends, sizes)).map(_plain(batch))
-
-
-def _seed(seeds, draw):
-    """A stateless seed pair from `(seed, epoch, emission)` and the draw."""
-    seed = tf.random.experimental.stateless_fold_in(seeds[:2], seeds[2])
-    return tf.random.experimental.stateless_fold_in(seed, draw)
