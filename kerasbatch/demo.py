@@ -5,6 +5,7 @@ import time
 import keras
 import numpy as np
 
+from kerasbatch import optional
 from kerasbatch.builders import BucketBuilder, PaddedBuilder
 from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency
 
@@ -52,7 +53,7 @@ class _EpochTimer(keras.callbacks.Callback):
         logs["epoch_time"] = time.perf_counter() - self._start
 
 
-def run_demo(num_sequences=3000, epochs=3, batch_size=64, verbose=1):
+def run_demo(num_sequences=3000, epochs=3, batch_size=64, verbose=1, engine=None):
     """Trains the same model on padded and on bucketed batches.
 
     Args:
@@ -61,12 +62,16 @@ def run_demo(num_sequences=3000, epochs=3, batch_size=64, verbose=1):
             reported epoch time is the median of the later ones).
         batch_size: elements per batch for both builders.
         verbose: 1 prints progress and the comparison table.
+        engine: the engine of the batches (`kerasbatch.engines`); None:
+            `"tf.data"` where TensorFlow is installed, else `"python"`.
 
     Returns:
         `{name: {"padding_efficiency", "distinct_shapes", "epoch_time",
         "accuracy"}}` for `"padded"` and `"bucketed"`.
     """
     x, y = make_demo_data(num_sequences)
+    if engine is None:
+        engine = "tf.data" if optional.tensorflow.available else "python"
     builders = {
         "padded": PaddedBuilder(batch_size),
         "bucketed": BucketBuilder(num_buckets=16, batch_size=batch_size),
@@ -75,7 +80,7 @@ def run_demo(num_sequences=3000, epochs=3, batch_size=64, verbose=1):
     for name, builder in builders.items():
         if verbose:
             print(f"Training on {name} batches ({type(builder).__name__})")
-        dataset = builder.build(x, y)
+        dataset = builder.build(x, y, engine=engine)
         history = make_demo_model().fit(
             dataset,
             epochs=epochs,

@@ -228,3 +228,14 @@ def test_what_only_tf_data_batches_is_refused_by_name(engine):
         builder.build(sequences(LENGTHS), engine=engine)
     with pytest.raises(ValueError, match="engine must be one of"):
         builder.build(sequences(LENGTHS), engine="torch")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_demo_runs_on_the_engine(engine):
+    from kerasbatch.demo import run_demo
+
+    results = run_demo(num_sequences=300, epochs=2, verbose=0, engine=engine)
+    assert (
+        results["bucketed"]["padding_efficiency"]
+        > results["padded"]["padding_efficiency"]
+    )
