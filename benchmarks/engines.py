@@ -64,7 +64,9 @@ def one_epoch(dataset, engine, max_batches):
 
 def throughput(args):
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
-    print(f"one core; {args.rounds} rounds, best of each; at most {args.batches} batches")
+    print(
+        f"one core; {args.rounds} rounds, best of each; at most {args.batches} batches"
+    )
     print("| elements | builder | engine | elements/s | batches/s | vs tf.data |")
     print("|---:|---|---|---:|---:|---:|")
     for num_elements in args.elements:
@@ -121,9 +123,20 @@ def memory(args):
         print("|---|---:|---:|---:|---:|")
         for engine in ENGINES:
             result = subprocess.run(
-                [sys.executable, __file__, "memory", "--engine", engine,
-                 "--elements", str(args.elements[0]), "--batches", str(args.batches)],
-                capture_output=True, text=True, check=True,
+                [
+                    sys.executable,
+                    __file__,
+                    "memory",
+                    "--engine",
+                    engine,
+                    "--elements",
+                    str(args.elements[0]),
+                    "--batches",
+                    str(args.batches),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
             )
             print(result.stdout.strip().splitlines()[-1], flush=True)
         return
@@ -183,7 +196,10 @@ def packing(args):
                 best = min(best, time.perf_counter() - start)
             results[packer] = (real / (fed * length), fed / best)
         for packer, (efficiency, rate) in results.items():
-            print(f"| {workload} | {packer} | {efficiency:.4f} | {rate:,.0f} |", flush=True)
+            print(
+                f"| {workload} | {packer} | {efficiency:.4f} | {rate:,.0f} |",
+                flush=True,
+            )
 
 
 def main():

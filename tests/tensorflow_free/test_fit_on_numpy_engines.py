@@ -230,11 +230,10 @@ def test_what_only_tf_data_batches_is_refused_by_name(engine):
         builder.build(sequences(LENGTHS), engine="torch")
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_the_demo_runs_on_the_engine(engine):
+def test_the_demo_runs_without_tensorflow():
     from kerasbatch.demo import run_demo
 
-    results = run_demo(num_sequences=300, epochs=2, verbose=0, engine=engine)
+    results = run_demo(num_sequences=200, epochs=1, verbose=0, engine="python")
     assert (
         results["bucketed"]["padding_efficiency"]
         > results["padded"]["padding_efficiency"]
