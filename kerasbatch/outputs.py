@@ -40,17 +40,19 @@ def finish_batch(
     >>> sorted(x), x["x_length"].numpy().tolist(), weights.numpy().tolist()
     (['x', 'x_length'], [3, 1], [[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
     """
-    if output_lengths:
-        x = _with_lengths(x, lengths)
-    if y is None:
-        return x
-    if output_mask:
-        sample_weight = _mask_weights(y, sample_weight, lengths)
-    if real_rows is not None:
-        sample_weight = _without_filler(sample_weight, y, real_rows)
-    if sample_weight is None:
-        return x, y
-    return x, y, sample_weight
+    return _finish(
+        _GraphOps, x, y, sample_weight, lengths, output_lengths, output_mask, real_rows
+    )
+
+
+def finish_numpy_batch(
+    x, y, sample_weight, lengths, *, output_lengths, output_mask, real_rows=None
+):
+    """`finish_batch` in numpy, for the numpy engines (`grain`, `python`):
+    the same element, value for value, of numpy arrays."""
+    return _finish(
+        _NumpyOps, x, y, sample_weight, lengths, output_lengths, output_mask, real_rows
+    )
 
 
 def fill_rows(tensor, rows):
@@ -73,83 +75,6 @@ def fill_rows(tensor, rows):
     return tf.concat([tensor, tf.repeat(first, rows - shape[0], axis=0)], axis=0)
 
 
-def _without_filler(sample_weight, y, real_rows):
-    """`sample_weight` (None: ones) times 1 for the first `real_rows` rows
-    and 0 for the filler rows after them."""
-    rows = tf.shape(tf.nest.flatten(y)[0], out_type=tf.int64)[0]
-    real = tf.sequence_mask(real_rows, rows, tf.float32)
-    if sample_weight is None:
-        return real
-
-    def weigh(weight):
-        weight = tf.cast(weight, tf.float32)
-        return weight * tf.reshape(real, [-1] + [1] * (weight.shape.rank - 1))
-
-    return tf.nest.map_structure(weigh, sample_weight)
-
-
-def _with_lengths(x, lengths, int32=None):
-    """x with `"<name>_length"` entries, int32 (`int32`: numpy's, else
-    TensorFlow's)."""
-    entries = dict(x) if isinstance(x, dict) else {"x": x}
-    keys = list(x) if isinstance(x, dict) else [None]
-    for key in keys:
-        name = sources.component_name("x", key)
-        if name in lengths:
-            if int32 is None:
-                entries[f"{name}_length"] = tf.cast(lengths[name], tf.int32)
-            else:
-                entries[f"{name}_length"] = np.asarray(lengths[name]).astype(int32)
-    return entries
-
-
-def _mask_weights(y, sample_weight, lengths):
-    """Padding masks of the per-frame targets, times any given weights."""
-    if not isinstance(y, dict):
-        return _mask_weight(y, sample_weight, lengths.get("y"))
-    weights = {}
-    for key, target in y.items():
-        given = sample_weight
-        if isinstance(sample_weight, dict):
-            given = sample_weight.get(key)
-        name = sources.component_name("y", key)
-        weights[key] = _mask_weight(target, given, lengths.get(name))
-    return weights
-
-
-def _mask_weight(target, given, length):
-    if given is not None:
-        given = tf.cast(given, tf.float32)
-    if length is None:  # a per-example target
-        return tf.ones(tf.shape(target)[:1]) if given is None else given
-    mask = tf.sequence_mask(length, tf.shape(target)[1], tf.float32)
-    if given is None:
-        return mask
-    return mask * (given if given.shape.rank == 2 else given[:, None])
-
-
-# ---------------------------------------------------------------- numpy twins
-# The same rules for the numpy engines (`grain`, `python`), value for value:
-# the engines' batches are bit-identical.
-
-
-def finish_numpy_batch(
-    x, y, sample_weight, lengths, *, output_lengths, output_mask, real_rows=None
-):
-    """`finish_batch` in numpy: the same element, of numpy arrays."""
-    if output_lengths:
-        x = _with_lengths(x, lengths, np.int32)
-    if y is None:
-        return x
-    if output_mask:
-        sample_weight = _numpy_mask_weights(y, sample_weight, lengths)
-    if real_rows is not None:
-        sample_weight = _numpy_without_filler(sample_weight, y, real_rows)
-    if sample_weight is None:
-        return x, y
-    return x, y, sample_weight
-
-
 def fill_numpy_rows(array, rows):
     """`fill_rows` in numpy: `array` with copies of its first row (zeros
     if it has none) appended up to `rows` rows."""
@@ -160,46 +85,119 @@ def fill_numpy_rows(array, rows):
     return np.concatenate([array, np.repeat(first, missing, axis=0)])
 
 
-def _numpy_without_filler(sample_weight, y, real_rows):
-    rows = len(_first_leaf(y))
-    real = (np.arange(rows) < real_rows).astype(np.float32)
+def _finish(ops, x, y, sample_weight, lengths, output_lengths, output_mask, real_rows):
+    """The rules of `finish_batch`, once; `ops` computes the values (graph
+    or numpy)."""
+    if output_lengths:
+        x = _with_lengths(x, lengths, ops.int32)
+    if y is None:
+        return x
+    if output_mask:
+        sample_weight = _mask_weights(y, sample_weight, lengths, ops.mask_weight)
+    if real_rows is not None:
+        sample_weight = _without_filler(sample_weight, y, real_rows, ops)
     if sample_weight is None:
-        return real
-
-    def weigh(weight):
-        weight = np.asarray(weight, np.float32)
-        return weight * real.reshape([-1] + [1] * (weight.ndim - 1))
-
-    if isinstance(sample_weight, dict):
-        return {key: weigh(weight) for key, weight in sample_weight.items()}
-    return weigh(sample_weight)
+        return x, y
+    return x, y, sample_weight
 
 
-def _numpy_mask_weights(y, sample_weight, lengths):
+def _with_lengths(x, lengths, int32):
+    """x with an `"<name>_length"` entry (`int32(lengths)`) for each of its
+    sequence components."""
+    entries = dict(x) if isinstance(x, dict) else {"x": x}
+    keys = list(x) if isinstance(x, dict) else [None]
+    for key in keys:
+        name = sources.component_name("x", key)
+        if name in lengths:
+            entries[f"{name}_length"] = int32(lengths[name])
+    return entries
+
+
+def _mask_weights(y, sample_weight, lengths, mask_weight):
+    """Padding masks of the per-frame targets, times any given weights
+    (`mask_weight(target, given, length)` of each target)."""
     if not isinstance(y, dict):
-        return _numpy_mask_weight(y, sample_weight, lengths.get("y"))
+        return mask_weight(y, sample_weight, lengths.get("y"))
     weights = {}
     for key, target in y.items():
         given = sample_weight
         if isinstance(sample_weight, dict):
             given = sample_weight.get(key)
         name = sources.component_name("y", key)
-        weights[key] = _numpy_mask_weight(target, given, lengths.get(name))
+        weights[key] = mask_weight(target, given, lengths.get(name))
     return weights
 
 
-def _numpy_mask_weight(target, given, length):
-    if given is not None:
-        given = np.asarray(given, np.float32)
-    if length is None:  # a per-example target
-        return np.ones(len(target), np.float32) if given is None else given
-    mask = (np.arange(target.shape[1]) < np.asarray(length)[:, None]).astype(np.float32)
-    if given is None:
-        return mask
-    return mask * (given if given.ndim == 2 else given[:, None])
+def _without_filler(sample_weight, y, real_rows, ops):
+    """`sample_weight` (None: ones) times 1 for the first `real_rows` rows
+    and 0 for the filler rows after them."""
+    real = ops.real_rows(_first_leaf(y), real_rows)
+    if sample_weight is None:
+        return real
+    if isinstance(sample_weight, dict):
+        return {key: ops.weigh(w, real) for key, w in sample_weight.items()}
+    return ops.weigh(sample_weight, real)
 
 
 def _first_leaf(structure):
     while isinstance(structure, dict):
         structure = next(iter(structure.values()))
     return structure
+
+
+class _GraphOps:
+    """The values of `_finish` as TensorFlow ops."""
+
+    @staticmethod
+    def int32(lengths):
+        return tf.cast(lengths, tf.int32)
+
+    @staticmethod
+    def real_rows(target, real_rows):
+        rows = tf.shape(target, out_type=tf.int64)[0]
+        return tf.sequence_mask(real_rows, rows, tf.float32)
+
+    @staticmethod
+    def weigh(weight, real):
+        weight = tf.cast(weight, tf.float32)
+        return weight * tf.reshape(real, [-1] + [1] * (weight.shape.rank - 1))
+
+    @staticmethod
+    def mask_weight(target, given, length):
+        if given is not None:
+            given = tf.cast(given, tf.float32)
+        if length is None:  # a per-example target
+            return tf.ones(tf.shape(target)[:1]) if given is None else given
+        mask = tf.sequence_mask(length, tf.shape(target)[1], tf.float32)
+        if given is None:
+            return mask
+        return mask * (given if given.shape.rank == 2 else given[:, None])
+
+
+class _NumpyOps:
+    """The values of `_finish` in numpy (bit-identical to `_GraphOps`')."""
+
+    @staticmethod
+    def int32(lengths):
+        return np.asarray(lengths).astype(np.int32)
+
+    @staticmethod
+    def real_rows(target, real_rows):
+        return (np.arange(len(target)) < real_rows).astype(np.float32)
+
+    @staticmethod
+    def weigh(weight, real):
+        weight = np.asarray(weight, np.float32)
+        return weight * real.reshape([-1] + [1] * (weight.ndim - 1))
+
+    @staticmethod
+    def mask_weight(target, given, length):
+        if given is not None:
+            given = np.asarray(given, np.float32)
+        if length is None:  # a per-example target
+            return np.ones(len(target), np.float32) if given is None else given
+        positions = np.arange(target.shape[1])
+        mask = (positions < np.asarray(length)[:, None]).astype(np.float32)
+        if given is None:
+            return mask
+        return mask * (given if given.ndim == 2 else given[:, None])

@@ -137,8 +137,8 @@ def cases(draw, kind):
             weights = None
     elif kind == "chunk":
         builder = kerasbatch.ChunkBuilder(
-            chunk_size=draw(st.integers(2, 12)),
-            chunk_step=draw(st.sampled_from([None, 3])),
+            chunk_size=(chunk_size := draw(st.integers(3, 12))),
+            chunk_step=draw(st.sampled_from([None, chunk_size - 1])),
             context=draw(st.sampled_from([0, 2, (1, 3)])),
             batch_size=draw(st.integers(1, 8)),
             output_lengths=draw(st.booleans()),
