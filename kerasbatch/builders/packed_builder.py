@@ -367,6 +367,50 @@ class _PackedRowsSettings:
         self.starts = data.sequence_components[0].row_splits[:-1]
         self.lengths = prepared.cut_lengths
 
+    def _element(
+        self,
+        packed,
+        to_rows,
+        to_slots,
+        *,
+        ids,
+        token_weights,
+        slot_weights,
+        tokens_of,
+        broadcast,
+    ):
+        """The batch element from its packed components, for both batch
+        functions (each gives its own ops): x with the `(segment ids,
+        positions)` of `ids`, and every target's weights (per token or
+        per slot, times any given `sample_weight`; `tokens_of(given)`
+        spreads a per-example weight over its sequence's tokens)."""
+        x = self._role("x", packed)
+        if not isinstance(x, dict):
+            x = {"x": x}
+        x[SEGMENT_IDS], x[POSITIONS] = (to_rows(values) for values in ids)
+        if self.structure["y"] is None:
+            return x
+        weights = {}
+        for target in self.components:
+            if target.role != "y":
+                continue
+            if target.is_sequence:
+                weight = to_rows(token_weights, weights=True)
+            else:
+                weight = to_slots(slot_weights, weights=True)
+            given = self._weight_component(target)
+            if given is None:
+                pass
+            elif given.is_sequence or not target.is_sequence:
+                weight = weight * broadcast(packed[given.name], weight)
+            else:  # a per-example weight on every token of its sequence
+                weight = weight * broadcast(to_rows(tokens_of(given)), weight)
+            weights[target.name] = weight
+        y = self._role("y", packed)
+        if self.structure["y"] == "single":
+            return x, y, weights["y"]
+        return x, y, {key: weights[key] for key in self.structure["y"]}
+
     def _role(self, role, tensors):
         if self.structure[role] == "single":
             return tensors[role]
@@ -433,38 +477,21 @@ class _PackRows(_PackedRowsSettings):
                 packed[component.name] = to_rows(tf.gather(tensor, token_index), value)
             else:
                 packed[component.name] = to_slots(tf.gather(tensor, indices), value)
-        x = self._role("x", packed)
-        if not isinstance(x, dict):
-            x = {"x": x}
-        x[SEGMENT_IDS] = to_rows(tf.cast(segment_ids, tf.int32))
-        x[POSITIONS] = to_rows(tf.cast(positions, tf.int32))
-        if self.structure["y"] is None:
-            return x
         token_weights = tf.ones_like(positions, tf.float32)
         if self.normalize_segments:
             token_weights /= tf.cast(tf.repeat(lengths, lengths), tf.float32)
-        weights = {}
-        for target in self.components:
-            if target.role != "y":
-                continue
-            if target.is_sequence:
-                weight = to_rows(token_weights, weights=True)
-            else:
-                weight = to_slots(tf.ones_like(indices, tf.float32), weights=True)
-            given = self._weight_component(target)
-            if given is None:
-                pass
-            elif given.is_sequence or not target.is_sequence:
-                weight *= _broadcast_to(packed[given.name], weight)
-            else:  # a per-example weight on every token of its sequence
-                tensor = self.tensors[given.name]
-                tokens = tf.repeat(tf.gather(tensor, indices), lengths, axis=0)
-                weight *= _broadcast_to(to_rows(tokens), weight)
-            weights[target.name] = weight
-        y = self._role("y", packed)
-        if self.structure["y"] == "single":
-            return x, y, weights["y"]
-        return x, y, {key: weights[key] for key in self.structure["y"]}
+        return self._element(
+            packed,
+            to_rows,
+            to_slots,
+            ids=(tf.cast(segment_ids, tf.int32), tf.cast(positions, tf.int32)),
+            token_weights=token_weights,
+            slot_weights=tf.ones_like(indices, tf.float32),
+            tokens_of=lambda given: tf.repeat(
+                tf.gather(self.tensors[given.name], indices), lengths, axis=0
+            ),
+            broadcast=_broadcast_to,
+        )
 
 
 class _NumpyPackRows(_PackedRowsSettings):
@@ -511,37 +538,19 @@ class _NumpyPackRows(_PackedRowsSettings):
                 packed[component.name] = to_rows(component.values[token_index], value)
             else:
                 packed[component.name] = to_slots(component.values[indices], value)
-        x = self._role("x", packed)
-        if not isinstance(x, dict):
-            x = {"x": x}
-        x[SEGMENT_IDS] = to_rows(segment_ids.astype(np.int32))
-        x[POSITIONS] = to_rows(positions.astype(np.int32))
-        if self.structure["y"] is None:
-            return x
         token_weights = np.ones(len(positions), np.float32)
         if self.normalize_segments:
             token_weights /= np.repeat(lengths, lengths).astype(np.float32)
-        weights = {}
-        for target in self.components:
-            if target.role != "y":
-                continue
-            if target.is_sequence:
-                weight = to_rows(token_weights, weights=True)
-            else:
-                weight = to_slots(np.ones(len(indices), np.float32), weights=True)
-            given = self._weight_component(target)
-            if given is None:
-                pass
-            elif given.is_sequence or not target.is_sequence:
-                weight *= _numpy_broadcast_to(packed[given.name], weight)
-            else:  # a per-example weight on every token of its sequence
-                tokens = np.repeat(given.values[indices], lengths, axis=0)
-                weight *= _numpy_broadcast_to(to_rows(tokens), weight)
-            weights[target.name] = weight
-        y = self._role("y", packed)
-        if self.structure["y"] == "single":
-            return x, y, weights["y"]
-        return x, y, {key: weights[key] for key in self.structure["y"]}
+        return self._element(
+            packed,
+            to_rows,
+            to_slots,
+            ids=(segment_ids.astype(np.int32), positions.astype(np.int32)),
+            token_weights=token_weights,
+            slot_weights=np.ones(len(indices), np.float32),
+            tokens_of=lambda given: np.repeat(given.values[indices], lengths, axis=0),
+            broadcast=_numpy_broadcast_to,
+        )
 
 
 def _numpy_broadcast_to(given, weight):
