@@ -1163,7 +1163,7 @@ def mapped(dataset, function):
             lambda: mapped(tf.data.Dataset.range(3), lambda i: (tf.fill([2], i), i)),
             None,
             ValueError,
-            r"no sequence component .*TensorSpec\(shape=\(2,\)",
+            r"no sequence component .*: x \(2,\)",
         ),
         (
             kerasbatch.StreamBucketBuilder(boundaries=[4]),

@@ -11,8 +11,10 @@ from kerasbatch import remainders as remainders_lib
 from kerasbatch.buckets import Buckets
 from kerasbatch.builders import service as service_lib
 from kerasbatch.builders import serving, stream_blocks
+from kerasbatch.builders import stream_counters as counters_lib
 from kerasbatch.builders.base import SharedSettings
 from kerasbatch.builders.bucket_builder import AUTO, BucketSettings
+from kerasbatch.builders.stream_elements import StreamElements
 from kerasbatch.engines.tf_data import checkpointable
 from kerasbatch.optional import tensorflow as tf
 
@@ -24,12 +26,6 @@ def _plain(function):
     return tf.autograph.experimental.do_not_convert(function)
 
 
-# Layout of the counters vector: then real, then padded positions per component.
-_EPOCH, _BATCHES, _ELEMENTS, _TRUNCATED, _TRUNCATED_POSITIONS, _DROPPED = range(6)
-_NUM_SCALARS = 6
-#: Batches whose running `(real, padded)` totals are kept for the callbacks:
-#: exact per-batch figures while the pipeline runs at most this far ahead.
-_RING = 4096
 #: Input elements read ahead in their own thread: the input pipeline runs inside
 #: the builder's dataset function, where tf.data would otherwise run it in
 #: the consuming thread, one element at a time (tensorflow/tensorflow#44278).
@@ -318,7 +314,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 "sequences."
             )
         spec = dataset.element_spec
-        elements = _Elements(_example_spec(spec) if batched else spec)
+        elements = StreamElements.of_spec(_example_spec(spec) if batched else spec)
         self._batched = batched
         self._check_filler_weights("y" in elements.roles)
         if self.output_mask and "y" not in elements.sequence_roles:
@@ -332,9 +328,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             elements.sequence_names,
             self._default_padding_length(),
             dtypes={
-                name: spec.dtype
-                for name, spec in zip(elements.names, elements.specs, strict=True)
-            },
+c.name: c.dtype for c in elements.components},
         )
         self._check_multiple_of_fixed(paddings)
         cardinality = int(dataset.cardinality())
@@ -614,20 +608,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         return rows, self.remainder == "keep"
 
     def _reset_counters(self, num_components):
-        size = _NUM_SCALARS + 2 * num_components
-        with tf.device("/CPU:0"):
-            initial = tf.constant([-1] + [0] * (size - 1), tf.int64)
-            self._counters = tf.Variable(initial, trainable=False, name="counters")
-            self._ring = tf.Variable(
-                tf.zeros([_RING, 2], tf.int64), trainable=False, name="running"
-            )
-            self._shapes = tf.lookup.experimental.MutableHashTable(
-                tf.string, tf.int64, default_value=0, name="shapes"
-            )
-            # The counters of the epoch before, and its number of shapes.
-            self._previous = tf.Variable(
-                tf.concat([initial, [0]], axis=0), trainable=False, name="previous"
-            )
+        self._counters = counters_lib.GraphStreamCounters(num_components)
 
     def _begin_epoch(self, _, advance=True):
         """Reads the epoch counter (and advances it) and resets the
@@ -638,22 +619,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         before the callbacks of the epoch's end read the figures.
         """
         epoch = self._start_epoch() if advance else self._read_epoch()
-        keys, _ = self._shapes.export()
-        counters = self._counters.read_value()
-        ended = tf.logical_and(
-            tf.not_equal(counters[_EPOCH], epoch), counters[_EPOCH] >= 0
-        )
-        snapshot = tf.concat([counters, [self._shapes.size()]], axis=0)
-        keep = self._previous.assign(tf.where(ended, snapshot, self._previous))
-        with tf.control_dependencies([keep]):
-            reset = [
-                self._shapes.remove(keys),
-                self._counters.assign(
-                    tf.concat([[epoch], tf.zeros_like(counters[1:])], axis=0)
-                ),
-            ]
-        with tf.control_dependencies(reset):
-            return tf.identity(epoch)
+        return self._counters.begin_epoch(epoch)
 
     def _make_dataset(self, replicas=None):
         """The per-replica pipeline of `distribute` (the built dataset is
@@ -773,9 +739,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 limit = tf.constant(self.max_length, tf.int64)
             else:
                 keep = tf.logical_not(too_long)
-                dropped = tf.one_hot(_DROPPED, self._counters.shape[0], dtype=tf.int64)
                 num_dropped = tf.reduce_sum(tf.cast(too_long, tf.int64))
-                checks.append(self._counters.assign_add(dropped * num_dropped))
+                checks.append(self._counters.add_dropped(num_dropped))
         cut_length = length if limit is None else tf.minimum(length, limit)
         bucket = self._buckets.assign_tensor(cut_length)
         limit = self._buckets.cut_limit_tensor(bucket, limit)
@@ -836,7 +801,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         sequences = iter(rows["values"][:num_sequences])
         others = iter(rows["values"][num_sequences:])
         components = []
-        for spec, name in zip(self._elements.specs, self._elements.names, strict=True):
+        for component in self._elements.components:
+            name = component.name
             if name not in self._paddings:
                 components.append(next(others))
                 continue
@@ -856,11 +822,11 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 bound,
                 self.pad_to_multiple,
             )
-            trailing = [-1 if d is None else d for d in spec.shape.as_list()[1:]]
+            trailing = [-1 if d is None else d for d in component.trailing]
             shape = tf.stack([-1, tf.cast(length, tf.int64), *trailing])
             components.append(
                 sequence.to_tensor(
-                    default_value=tf.cast(padding.value, spec.dtype), shape=shape
+                    default_value=tf.cast(padding.value, component.dtype), shape=shape
                 )
             )
         return {
@@ -872,7 +838,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         """One batch in the input structure, with what the statistics count.
 
         Returns `(element, counted, shape, full)`: the counters' increment
-        (`_EPOCH`.. then real and padded positions per component), the
+        (`kerasbatch.builders.stream_counters`), the
         batch's shape as a string `"size,length,..."`, and whether it is a
         full batch (what `drop_remainder` keeps). Sums over the batch: no
         per-element work, no branches.
@@ -894,12 +860,12 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         )
         zero = tf.constant(0, tf.int64)
         scalars = [
-            zero,  # _EPOCH
-            tf.constant(1, tf.int64),  # _BATCHES
-            size,  # _ELEMENTS
+            zero,  # EPOCH
+            tf.constant(1, tf.int64),  # BATCHES
+            size,  # ELEMENTS
             tf.reduce_sum(batch.get("truncated", zero)),
             tf.reduce_sum(batch.get("truncated_positions", zero)),
-            zero,  # _DROPPED
+            zero,  # DROPPED
         ]
         counted = tf.concat(
             [
@@ -914,7 +880,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             separator=",",
         )
         full = size == bucket_size
-        element = tf.nest.pack_sequence_as(self._elements.structure, flat)
+        element = self._elements.pack(flat)
         if self.output_lengths or self.output_mask or self._fills:
             element = self._with_outputs(element, lengths, size)
         return element, counted, shape, full
@@ -924,21 +890,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         the counters vector, one row of the running totals and one insert
         into the set of distinct shapes. Returns the element (and `full`
         with `drop_remainder`)."""
-        shapes = shape[None]
-        if self.drop_remainder:
-            dropped = np.zeros(counted.shape[0], np.int64)
-            dropped[_DROPPED] = 1
-            counted = tf.where(full, counted, counted[_ELEMENTS] * dropped)
-            shapes = shapes[: tf.cast(full, tf.int32)]  # none for a dropped batch
-        totals = self._counters.assign_add(counted)
-        num = len(self._elements.sequence_positions)
-        real = tf.reduce_sum(totals[_NUM_SCALARS : _NUM_SCALARS + num])
-        padded = tf.reduce_sum(totals[_NUM_SCALARS + num :])
-        row = tf.math.floormod(totals[_BATCHES] - 1, _RING)
-        updates = [
-            self._ring.scatter_nd_update([[row]], [tf.stack([real, padded])]),
-            self._shapes.insert(shapes, tf.ones(tf.shape(shapes), tf.int64)),
-        ]
+        updates = self._counters.count(counted, shape, full, self.drop_remainder)
         with tf.control_dependencies(updates):
             element = tf.nest.map_structure(tf.identity, element)
         if self.remainder != "keep" and len(set(self.resolved_batch_sizes)) == 1:
@@ -977,8 +929,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
 
     def _read_counters(self):
         self._require_built()
-        counters = self._counters.numpy()
-        if counters[_EPOCH] < 0:
+        counters = self._counters.vector()
+        if counters[counters_lib.EPOCH] < 0:
             raise RuntimeError(
                 "No epoch has started yet: statistics are counted as the built "
                 "dataset is iterated."
@@ -988,7 +940,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
     def _started_epoch(self):
         if self._counters is None:
             return None
-        epoch = int(self._counters[_EPOCH].numpy())
+        epoch = int(self._counters.vector()[counters_lib.EPOCH])
         return None if epoch < 0 else epoch
 
     def batch_shapes(self, epoch=None, dataset=None):
@@ -1037,12 +989,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 "length; otherwise statistics().distinct_shapes counts them "
                 "once an epoch has run."
             )
-        trailing = {
-            name: tuple(spec.shape[1:])
-            for name, spec in zip(
-                self._elements.names, self._elements.specs, strict=True
-            )
-        }
+        trailing = {c.name: c.trailing for c in self._elements.components}
         shapes = set()
         for bucket, (count, size) in enumerate(
             zip(self.bucket_counts, self.resolved_batch_sizes, strict=True)
@@ -1067,11 +1014,11 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         None or that epoch.
         """
         counters = self._read_counters()
-        current = int(counters[_EPOCH])
-        distinct_shapes = int(self._shapes.size().numpy())
+        current = int(counters[counters_lib.EPOCH])
+        distinct_shapes = self._counters.num_shapes()
         if epoch is not None and checks.checked_epoch(epoch) != current:
-            previous = self._previous.numpy()
-            if int(previous[_EPOCH]) != int(epoch):
+            previous = self._counters.previous()
+            if int(previous[counters_lib.EPOCH]) != int(epoch):
                 raise ValueError(
                     f"StreamBucketBuilder keeps the statistics of the epoch "
                     f"last started ({current}) and of the one before only, "
@@ -1080,20 +1027,20 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             counters, distinct_shapes = previous[:-1], int(previous[-1])
         names = self._elements.sequence_names
         num = len(names)
-        real = counters[_NUM_SCALARS : _NUM_SCALARS + num]
-        padded = counters[_NUM_SCALARS + num :]
+        real = counters[counters_lib.NUM_SCALARS : counters_lib.NUM_SCALARS + num]
+        padded = counters[counters_lib.NUM_SCALARS + num :]
         return plan_lib.PlanStatistics(
-            num_batches=int(counters[_BATCHES]),
-            num_elements=int(counters[_ELEMENTS]),
+            num_batches=int(counters[counters_lib.BATCHES]),
+            num_elements=int(counters[counters_lib.ELEMENTS]),
             padding_efficiency=plan_lib._ratio(real.sum(), padded.sum()),
             component_efficiency={
                 name: plan_lib._ratio(r, p)
                 for name, r, p in zip(names, real, padded, strict=True)
             },
             distinct_shapes=distinct_shapes,
-            dropped=int(counters[_DROPPED]),
-            truncated=int(counters[_TRUNCATED]),
-            truncated_positions=int(counters[_TRUNCATED_POSITIONS]),
+            dropped=int(counters[counters_lib.DROPPED]),
+            truncated=int(counters[counters_lib.TRUNCATED]),
+            truncated_positions=int(counters[counters_lib.TRUNCATED_POSITIONS]),
         )
 
     def _running_positions(self, num_batches):
@@ -1101,95 +1048,20 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         the pipeline is fewer than 4096 batches ahead of `num_batches`, else
         estimated from the epoch's average batch."""
         counters = self._read_counters()
-        produced = int(counters[_BATCHES])
+        produced = int(counters[counters_lib.BATCHES])
         num = len(self._elements.sequence_names)
-        real = int(counters[_NUM_SCALARS : _NUM_SCALARS + num].sum())
-        padded = int(counters[_NUM_SCALARS + num :].sum())
+        real = int(counters[counters_lib.NUM_SCALARS : counters_lib.NUM_SCALARS + num].sum())
+        padded = int(counters[counters_lib.NUM_SCALARS + num :].sum())
         num_batches = int(num_batches)
         if num_batches <= 0 or produced == 0:
             return 0, 0
         if num_batches >= produced:
             return real, padded
-        if produced - num_batches < _RING:
-            row = self._ring[(num_batches - 1) % _RING].numpy()
+        if produced - num_batches < counters_lib.RING:
+            row = self._counters.running(num_batches - 1)
             return int(row[0]), int(row[1])
         share = num_batches / produced
         return round(real * share), round(padded * share)
-
-
-class _Elements:
-    """The components of a dataset's elements, read from its `element_spec`."""
-
-    def __init__(self, element_spec):
-        self.element_spec = element_spec
-        if isinstance(element_spec, tuple):
-            if not 1 <= len(element_spec) <= 3:
-                raise TypeError(
-                    "Dataset elements must be x, (x, y) or (x, y, sample_weight); "
-                    f"got a tuple of {len(element_spec)}: {element_spec}."
-                )
-            roles = list(zip(sources.ROLES, element_spec, strict=False))
-        else:
-            roles = [("x", element_spec)]
-        self.names, self.specs, self.roles, structure = [], [], [], []
-        seen = {}
-        for role, part in roles:
-            if isinstance(part, dict):
-                keys = sorted(part)  # tf.nest order
-                for key in keys:
-                    self._add(role, key, part[key], seen)
-                structure.append({key: part[key] for key in keys})
-            else:
-                self._add(role, None, part, seen)
-                structure.append(part)
-        self.structure = (
-            tuple(structure) if isinstance(element_spec, tuple) else (structure[0])
-        )
-        self.sequence_positions = [
-            i for i, spec in enumerate(self.specs) if _is_sequence(spec)
-        ]
-        self.sequence_names = [self.names[i] for i in self.sequence_positions]
-        self.sequence_roles = {self.roles[i] for i in self.sequence_positions}
-        if not self.sequence_positions:
-            raise ValueError(
-                "The dataset's elements have no sequence component (a tensor "
-                "whose first dimension is None in element_spec): "
-                f"{element_spec}. Make sequence tensors' first dimension "
-                "unknown, or use a builder for fixed-length data."
-            )
-
-    def _add(self, role, key, spec, seen):
-        where = role if key is None else f"{role}[{key!r}]"
-        if isinstance(spec, tf.RaggedTensorSpec) and spec.ragged_rank == 0:
-            spec = tf.TensorSpec(spec.shape, spec.dtype)  # dense at run time
-        if isinstance(spec, tf.RaggedTensorSpec | tf.SparseTensorSpec):
-            kind = "ragged" if isinstance(spec, tf.RaggedTensorSpec) else "sparse"
-            raise TypeError(
-                f"{where} is a {kind} tensor ({spec}); StreamBucketBuilder takes "
-                "dense tensors per element, with a variable first dimension. "
-                "Convert it in a map (e.g. .to_tensor()) or split its rows "
-                "into elements."
-            )
-        if not isinstance(spec, tf.TensorSpec):
-            raise TypeError(
-                f"{where} is {spec!r}; dataset elements must be x, (x, y) or "
-                "(x, y, sample_weight), each a tensor or a dict of tensors."
-            )
-        if spec.shape.rank is None:
-            raise ValueError(
-                f"{where} has unknown rank ({spec}); set its shape, e.g. with "
-                "tf.ensure_shape in a map."
-            )
-        sources.check_dtype(spec.dtype, where)
-        name = sources.component_name(role, key)
-        if name in seen:
-            raise ValueError(
-                f"{where} and {seen[name]} share the name {name!r}; rename one of them."
-            )
-        seen[name] = where
-        self.names.append(name)
-        self.specs.append(spec)
-        self.roles.append(role)
 
 
 def _check_rows(bad, index, value, template):
@@ -1253,7 +1125,3 @@ def _example_spec(block_spec):
         block_spec,
         [example(spec, f"component {i} of the blocks") for i, spec in enumerate(flat)],
     )
-
-
-def _is_sequence(spec):
-    return spec.shape.rank >= 1 and spec.shape[0] is None
