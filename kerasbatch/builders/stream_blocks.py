@@ -32,9 +32,17 @@ from kerasbatch.optional import tensorflow as tf
 
 #: The per-row int64 fields of rows, beside "values" and "lengths".
 ROW_FIELDS = ("bucket", "index", "truncated", "truncated_positions")
+#: Single input elements gathered into one block, on every engine.
+BLOCK_ROWS = 256
+#: Why lengths given to `build` that do not match the data are an error.
+LENGTHS_MISMATCH = (
+    "the lengths given to build() do not match the dataset's elements, which "
+    "would make a wrong cardinality and wrong batch shapes; pass each "
+    "element's own length (the longest of its sequence components), in the "
+    "dataset's order."
+)
 #: Sorts last: the key of a batch that does not leave.
 _LAST = np.iinfo(np.int64).max
-#: Dataset functions run as written: no AutoGraph conversion (nor its cost).
 
 
 def _plain(function):

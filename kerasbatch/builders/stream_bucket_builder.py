@@ -30,15 +30,8 @@ def _plain(function):
 #: the builder's dataset function, where tf.data would otherwise run it in
 #: the consuming thread, one element at a time (tensorflow/tensorflow#44278).
 _INPUT_PREFETCH = 256
-#: Single input elements gathered into one block (`ragged_batch`).
-_BLOCK_ROWS = 256
-#: Why lengths given to `build` that do not match the data are an error.
-_LENGTHS_MISMATCH = (
-    "the lengths given to build() do not match the dataset's elements, which "
-    "would make a wrong cardinality and wrong batch shapes; pass each "
-    "element's own length (the longest of its sequence components), in the "
-    "dataset's order."
-)
+#: tf.data's cardinalities of infinite and unknown input.
+_INFINITE, _UNKNOWN = -1, -2
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
@@ -246,7 +239,14 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
 
     # ------------------------------------------------------------------ build
     def build(
-        self, dataset, lengths=None, shardable=None, *, batched=False, engine="tf.data"
+        self,
+        dataset,
+        lengths=None,
+        shardable=None,
+        *,
+        batched=False,
+        engine="tf.data",
+        per_example=(),
     ):
         """Returns a `tf.data.Dataset` of padded, bucketed batches for `model.fit`.
 
@@ -291,54 +291,40 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         """
         engines.check_engine(engine)
         if engine != "tf.data":
+            if shardable is not None or batched:
+                raise ValueError(
+                    "shardable and batched are arguments of the 'tf.data' "
+                    f"engine's streams, not of engine={engine!r}."
+                )
+            return self._build_on_numpy(dataset, lengths, engine, per_example)
+        if per_example:
             raise ValueError(
-                f"StreamBucketBuilder streams tf.data datasets on the 'tf.data' "
-                f"engine, not {engine!r}. For sequences in memory, "
-                f"BucketBuilder(...).build(x, engine={engine!r}) buckets them "
-                "the same way."
+                "per_example is for the numpy engines ('grain', 'python'); on "
+                "'tf.data' a component is per-example where its first "
+                "dimension is known in the dataset's element_spec."
             )
         if (
             optional.imported("tensorflow") is None
             and not optional.tensorflow.available
         ):
             raise ImportError(
-                "StreamBucketBuilder streams tf.data datasets and needs "
-                "TensorFlow: pip install tensorflow. Without it, "
-                "BucketBuilder(...).build(x, engine='grain') buckets sequences "
-                "in memory."
+                "StreamBucketBuilder streams tf.data datasets on the 'tf.data' "
+                "engine, which needs TensorFlow: pip install tensorflow. "
+                "Without it, build(source, engine='grain') streams a Grain "
+                "dataset or a Python iterable."
             )
         if not isinstance(dataset, tf.data.Dataset):
             raise TypeError(
-                "StreamBucketBuilder.build takes a tf.data.Dataset, got "
-                f"{type(dataset).__name__}; use BucketBuilder for in-memory "
-                "sequences."
+                "StreamBucketBuilder.build(engine='tf.data') takes a "
+                f"tf.data.Dataset, got {type(dataset).__name__}; stream a "
+                "Grain dataset or a Python iterable with engine='grain' or "
+                "'python'."
             )
         spec = dataset.element_spec
         elements = StreamElements.of_spec(_example_spec(spec) if batched else spec)
         self._batched = batched
-        self._check_filler_weights("y" in elements.roles)
-        if self.output_mask and "y" not in elements.sequence_roles:
-            raise ValueError(
-                "output_mask=True needs per-frame targets, but the dataset's "
-                "elements have no y with a variable first dimension: "
-                f"{dataset.element_spec}."
-            )
-        paddings = padding_lib.resolve_padding(
-            self._parsed_padding,
-            elements.sequence_names,
-            self._default_padding_length(),
-            dtypes={
-c.name: c.dtype for c in elements.components},
-        )
-        self._check_multiple_of_fixed(paddings)
         cardinality = int(dataset.cardinality())
-        num_batches = self._resolve_buckets(elements, paddings, lengths, cardinality)
-        self._check_data_parallel(*self._distributed_batch_rows())
-        self._elements = elements
-        self._paddings = paddings
-        self._constants = None
-        if cardinality == tf.data.INFINITE_CARDINALITY:
-            num_batches = tf.data.INFINITE_CARDINALITY
+        num_batches = self._resolve_stream(elements, lengths, cardinality)
         if shardable is not None and shardable.element_spec != dataset.element_spec:
             raise ValueError(
                 "shardable must be the same dataset with a shard hint: its "
@@ -347,9 +333,103 @@ c.name: c.dtype for c in elements.components},
             )
         self._source = dataset
         self._shardable = shardable
+        return self._serve(lambda served: served._batches(dataset, num_batches))
+
+    def _build_on_numpy(self, source, lengths, engine, per_example):
+        """`build` on the `grain` or `python` engine: `source` is a Grain
+        dataset, a Python iterable, or a function returning an iterator."""
+        if optional.imported("tensorflow") and isinstance(
+            source, optional.tensorflow.data.Dataset
+        ):
+            raise TypeError(
+                "A tf.data.Dataset streams on the 'tf.data' engine: build it "
+                f"with engine='tf.data', not {engine!r}."
+            )
+        if not callable(source):
+            try:
+                iterator = iter(source)
+            except TypeError:
+                raise TypeError(
+                    f"StreamBucketBuilder.build(engine={engine!r}) takes a "
+                    "Grain dataset, a Python iterable or a function that "
+                    f"returns an iterator, got {type(source).__name__}."
+                ) from None
+            if iterator is source:
+                raise TypeError(
+                    "The source is an iterator (e.g. a generator), which gives "
+                    "one pass only, but every epoch reads the source again: "
+                    "pass an iterable (a list, a Grain dataset) or a function "
+                    "that returns a new iterator."
+                )
+        from kerasbatch.engines import numpy_stream, processes
+
+        try:
+            first = next(numpy_stream.open_source(source))
+        except StopIteration:
+            raise ValueError("The source yields no element.") from None
+        elements = StreamElements.of_element(first, per_example)
+        strings = [c.where for c in elements.components if sources.is_string(c.dtype)]
+        if strings:
+            raise ValueError(
+                f"{', '.join(strings)} hold strings, which a stream pads on "
+                "the 'tf.data' engine only: encode them as numbers (e.g. "
+                "token ids), or build a tf.data.Dataset with engine='tf.data'."
+            )
+        if processes.jax_processes()[1] > 1:
+            raise ValueError(
+                "StreamBucketBuilder on the numpy engines feeds one process; "
+                "under multi-process JAX, BucketBuilder(...).build(x, "
+                f"engine={engine!r}) gives each process its part of every "
+                "batch."
+            )
+        cardinality = len(source) if hasattr(source, "__len__") else _UNKNOWN
+        self._batched = False
+        num_batches = self._resolve_stream(elements, lengths, cardinality)
+        if engine == "python" and num_batches is None:
+            raise ValueError(
+                "A stream on the 'python' engine (a keras.utils.PyDataset) "
+                "needs its number of batches: pass build(source, lengths=...), "
+                "or use engine='grain', with which Keras learns the number of "
+                "steps in the first epoch."
+            )
+        self._source = source
+        self._shardable = None
+        if engine == "python":
+            from kerasbatch.engines import python as engine_lib
+        else:
+            from kerasbatch.engines import grain as engine_lib
+        return self._serve(
+            lambda served: engine_lib.StreamDataset(served, source), engine
+        )
+
+    def _resolve_stream(self, elements, lengths, cardinality):
+        """Checks the elements against the settings and resolves the
+        paddings and buckets; returns the batches per epoch (None where
+        unknown, `INFINITE` for infinite input)."""
+        self._check_filler_weights("y" in elements.roles)
+        if self.output_mask and "y" not in elements.sequence_roles:
+            raise ValueError(
+                "output_mask=True needs per-frame targets, but the elements "
+                "have no y with a variable first dimension: "
+                f"{', '.join(f'{c.where} {c.shape}' for c in elements.components)}."
+            )
+        paddings = padding_lib.resolve_padding(
+            self._parsed_padding,
+            elements.sequence_names,
+            self._default_padding_length(),
+            dtypes={c.name: c.dtype for c in elements.components},
+        )
+        self._check_multiple_of_fixed(paddings)
+        num_batches = self._resolve_buckets(elements, paddings, lengths, cardinality)
+        self._check_data_parallel(*self._distributed_batch_rows())
+        self._elements = elements
+        self._paddings = paddings
+        self._constants = None
+        if cardinality == _INFINITE:
+            num_batches = _INFINITE
         known = num_batches is not None and num_batches >= 0
         self._num_batches = num_batches if known else None
-        return self._serve(lambda served: served._batches(dataset, num_batches))
+        return num_batches
 
     def _batches(self, dataset, num_batches):
         """The pipeline of a built dataset (`num_batches` per epoch, or None)."""
@@ -561,7 +641,7 @@ c.name: c.dtype for c in elements.components},
         ):
             # A stream keeps or pads its remainders, or drops them.
             num_batches += remainders_lib.num_batches(count, size, self.remainder)
-        if num_batches == 0 and cardinality != tf.data.INFINITE_CARDINALITY:
+        if num_batches == 0 and cardinality != _INFINITE:
             raise ValueError(
                 "No batch left: every bucket holds fewer elements than its "
                 "batch size and drop_remainder=True."
@@ -668,7 +748,9 @@ c.name: c.dtype for c in elements.components},
             hint = tf.data.experimental.SHARD_HINT
             blocks = blocks.shard(hint, hint)
         if not self._batched:
-            blocks = blocks.prefetch(_INPUT_PREFETCH).ragged_batch(_BLOCK_ROWS)
+            blocks = blocks.prefetch(_INPUT_PREFETCH).ragged_batch(
+                stream_blocks.BLOCK_ROWS
+            )
         numbered = blocks.prefetch(2).scan(
             tf.constant(0, tf.int64),
             _plain(lambda seen, block: (seen + _num_rows(block), (seen, block))),
@@ -682,7 +764,7 @@ c.name: c.dtype for c in elements.components},
             self.shuffle,
             self.seed,
             expected_counts=self.bucket_counts if whole_input else None,
-            mismatch=_LENGTHS_MISMATCH,
+            mismatch=stream_blocks.LENGTHS_MISMATCH,
         )
         return bucketer.batches(
             rows, epoch, _plain(lambda batch: self._measure_batch(self._padded(batch)))
@@ -776,7 +858,7 @@ c.name: c.dtype for c in elements.components},
                     kept_length,
                     "Element {} has length {} (after any truncation), longer "
                     "than any in its bucket among the lengths given to "
-                    f"build(): {_LENGTHS_MISMATCH}",
+                    f"build(): {stream_blocks.LENGTHS_MISMATCH}",
                 )
             )
         others = [t for i, t in enumerate(flat) if i not in positions]
@@ -1050,7 +1132,9 @@ c.name: c.dtype for c in elements.components},
         counters = self._read_counters()
         produced = int(counters[counters_lib.BATCHES])
         num = len(self._elements.sequence_names)
-        real = int(counters[counters_lib.NUM_SCALARS : counters_lib.NUM_SCALARS + num].sum())
+        real = int(
+            counters[counters_lib.NUM_SCALARS : counters_lib.NUM_SCALARS + num].sum()
+        )
         padded = int(counters[counters_lib.NUM_SCALARS + num :].sum())
         num_batches = int(num_batches)
         if num_batches <= 0 or produced == 0:

@@ -104,3 +104,94 @@ class PlannedIterDataset(grain.IterDataset):
 
     def __str__(self):
         return f"PlannedIterDataset({self._batches.num_batches} batches per epoch)"
+
+
+class StreamIterator(grain.DatasetIterator):
+    """One pass over a stream's source: one epoch of its batches.
+
+    The epoch is read, and the statistics restart, at the first batch; it
+    moves on when the pass yields its last batch.
+    """
+
+    def __init__(self, dataset):
+        super().__init__()
+        self._dataset = dataset
+        self._epoch = self._batches = None
+
+    def __next__(self):
+        dataset = self._dataset
+        if self._batches is None:
+            self._epoch = dataset._state.start()
+            dataset._counters.begin_epoch(self._epoch)
+            self._batches = dataset._stream.epoch(self._epoch)
+        try:
+            return next(self._batches)
+        except StopIteration:
+            if self._epoch is not None:
+                dataset._state.finish(self._epoch)
+                self._epoch = None  # finished once
+            raise
+
+    def get_state(self):
+        raise NotImplementedError(_NO_STREAM_STATE)
+
+    def set_state(self, state):
+        raise NotImplementedError(_NO_STREAM_STATE)
+
+
+#: Why a stream's iterator has no state to save.
+_NO_STREAM_STATE = (
+    "A StreamBucketBuilder's iterator cannot resume mid-epoch: its position "
+    "holds the buffer's waiting elements and the source's own position. "
+    "Resume at an epoch's start (kerasbatch.callbacks.EpochReshuffle, "
+    "set_epoch), or plan in memory with BucketBuilder, whose iterators resume "
+    "mid-epoch."
+)
+
+
+class StreamDataset(grain.IterDataset):
+    """A stream's batches as a Grain `IterDataset`: each iteration reads the
+    source once, and yields the next epoch.
+
+    Made by `StreamBucketBuilder.build(source, engine="grain")`. With the
+    lengths given to `build`, `len()` is the number of batches of an epoch.
+
+    Args:
+        served: the frozen builder copy that serves the dataset.
+        source: the elements (see `StreamBucketBuilder.build`).
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kerasbatch
+    >>> source = [np.ones(n, np.int32) for n in (3, 12, 4, 15, 5)]
+    >>> builder = kerasbatch.StreamBucketBuilder(
+    ...     boundaries=[10], batch_size=2, shuffle=False)
+    >>> dataset = builder.build(source, engine="grain")
+    >>> [batch.shape for batch in dataset]
+    [(2, 4), (1, 5), (1, 15)]
+    """
+
+    def __init__(self, served, source):
+        from kerasbatch.engines import numpy_stream
+
+        super().__init__()
+        served._counters = numpy_stream.new_counters(served)
+        self._stream = numpy_stream.StreamBatches(served, source)
+        self._state = served._state
+        self._counters = served._counters
+        self._num_batches = served._num_batches
+
+    def __len__(self):
+        if self._num_batches is None:
+            raise TypeError(
+                "This stream's number of batches is unknown: pass "
+                "build(source, lengths=...) for it."
+            )
+        return self._num_batches
+
+    def __iter__(self):
+        return StreamIterator(self)
+
+    def __str__(self):
+        return "StreamDataset(StreamBucketBuilder batches)"

@@ -6,10 +6,24 @@ It needs neither TensorFlow nor Grain, and every Keras backend takes it in
 been made, the dataset moves on to the next epoch (Keras' `on_epoch_end`,
 which it also calls when no epoch ran, plays no part); `set_epoch` (and
 `kerasbatch.callbacks.EpochReshuffle`) pins it.
+
+With `workers` > 1, threads of the dataset's own make the next batches of
+the running epoch ahead of Keras' loop. Keras itself is told `workers=1`:
+its `OrderedEnqueuer` would ask for the batches from several threads, in
+its own (with `fit(shuffle=True)`, randomly shuffled) order, and nothing
+in those calls tells which of them is the epoch's next. Here Keras asks
+for one batch at a time, in its loop, and the dataset decides which batch
+that is; the threads only compute batches, each a pure function of its
+epoch and position in the plan, so the batches are those of `workers=1`,
+bit for bit.
 """
+
+import concurrent.futures
+import threading
 
 import keras
 
+from kerasbatch import engines
 from kerasbatch.engines import numpy_batches
 from kerasbatch.engines.epoch_state import checked_state
 
@@ -25,29 +39,88 @@ class PlannedPyDataset(keras.utils.PyDataset):
     Keras asks for: `fit(shuffle=True)`, Keras' default, would shuffle a
     `PyDataset`'s batches with Python's global random state, and the plan
     has already ordered (and, with `shuffle`, shuffled) them by its seed.
-    Batches are made in the training loop, one at a time (`workers=1`).
+
+    Keras takes the batches one at a time, in its loop (its `workers`
+    setting is 1 and cannot be set). With `workers` > 1, that many threads
+    make the next `max_queue_size` batches of the running epoch (in a Keras
+    epoch, or a `for` loop over the dataset) while the model trains: the
+    same batches in the same order as with one, bit for bit.
 
     Args:
         served: the frozen builder copy that serves the dataset.
+        workers: threads that make batches ahead (1: none; each batch is
+            made when Keras asks for it).
+        use_multiprocessing: False only (worker processes would each hold
+            a copy of the dataset and its epoch; the error says what to
+            use instead).
+        max_queue_size: with `workers` > 1, how many batches are made
+            ahead, at most.
 
     Example:
 
     >>> import numpy as np
     >>> import kerasbatch
     >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
-    >>> dataset = builder.build([np.ones(n) for n in (1, 2, 3)], engine="python")
+    >>> x = [np.ones(n) for n in (1, 2, 3)]
+    >>> dataset = builder.build(x, engine="python")
     >>> len(dataset), [batch.shape for batch in dataset]
     (2, [(2, 2), (1, 3)])
+    >>> threaded = builder.build(x, engine="python", workers=2)
+    >>> threaded.batch_workers, threaded.workers  # Keras sees one
+    (2, 1)
+    >>> [batch.shape for batch in threaded]
+    [(2, 2), (1, 3)]
     """
 
-    def __init__(self, served):
-        super().__init__()
+    def __init__(self, served, workers=1, use_multiprocessing=False, max_queue_size=10):
+        options = engines.python_options(
+            "python", workers, use_multiprocessing, max_queue_size
+        )
+        # Keras takes the batches in its loop (workers=1): see the class.
+        super().__init__(max_queue_size=options["max_queue_size"])
         self._batches = numpy_batches.PlannedBatches(served)
         self._state = served._state
         self._made = set()  # the batches of the running epoch made so far
         self._keras_calls = None  # the batch Keras takes next in its epoch
         self._resume = None  # (epoch, batch) the next Keras epoch starts at
         self._skipped = 0  # batches of the running Keras epoch resumed past
+        self._batch_workers = options["workers"]
+        self._pool = None  # the worker threads, started at their first batch
+        self._ahead = {}  # (epoch, batch) -> Future of the batches made ahead
+        self._ahead_lock = threading.Lock()
+
+    @property
+    def workers(self):
+        """1, as Keras reads it: Keras takes the batches in its loop, one
+        call at a time, which keeps them in the plan's order; the
+        dataset's own `batch_workers` threads make them ahead."""
+        return self._batch_workers
+
+    @workers.setter
+    def workers(self, value):
+        raise AttributeError(
+            "A kerasbatch PyDataset's Keras workers stay 1 (its batches keep "
+            "the plan's order): pass workers= to build(..., engine='python') "
+            "for threads that make its batches ahead."
+        )
+
+    @property
+    def use_multiprocessing(self):
+        """False: the batches are made in threads of this process."""
+        return False
+
+    @use_multiprocessing.setter
+    def use_multiprocessing(self, value):
+        raise AttributeError(
+            "A kerasbatch PyDataset makes its batches in threads of this "
+            "process (its epoch lives here): pass workers= to "
+            "build(..., engine='python')."
+        )
+
+    @property
+    def batch_workers(self):
+        """The threads that make batches ahead (`workers` of `build`)."""
+        return self._batch_workers
 
     @property
     def num_batches(self):
@@ -59,8 +132,16 @@ class PlannedPyDataset(keras.utils.PyDataset):
         return self._batches.num_batches
 
     def __getitem__(self, index):
-        if self._keras_calls is not None:  # in the plan's order (see above)
+        in_keras_epoch = self._keras_calls is not None
+        if in_keras_epoch:  # in the plan's order (see above)
             index, self._keras_calls = self._keras_calls, self._keras_calls + 1
+        return self._item(index, ahead=in_keras_epoch)
+
+    def __iter__(self):
+        for index in range(self.num_batches):
+            yield self._item(index, ahead=True)
+
+    def _item(self, index, ahead):
         if not 0 <= index < self._batches.num_batches:
             raise IndexError(
                 f"batch {index} is out of range for {self._batches.num_batches} "
@@ -70,12 +151,51 @@ class PlannedPyDataset(keras.utils.PyDataset):
         if not self._made or self._state.started_epoch() != epoch:
             self._made.clear()  # a new epoch (or set_epoch) starts
             self._state.start()
-        batch = self._batches.batch(epoch, index)
+        batch = self._batch(epoch, index, ahead)
         self._made.add(index)
         if len(self._made) == self._batches.num_batches:
             self._made.clear()
             self._state.finish(epoch)
         return batch
+
+    def _batch(self, epoch, index, ahead):
+        """Batch `index` of `epoch`; with `ahead` (and workers), the
+        workers start on the next `max_queue_size` batches of `epoch`."""
+        if self._batch_workers == 1:
+            return self._batches.batch(epoch, index)
+        with self._ahead_lock:
+            future = self._ahead.pop((epoch, index), None)
+            if ahead:
+                self._make_ahead(epoch, index + 1)
+        if future is None:
+            return self._batches.batch(epoch, index)
+        return future.result()
+
+    def _make_ahead(self, epoch, first):
+        """Keeps the batches `first`, `first + 1`, ... of `epoch` (up to
+        `max_queue_size`) made ahead, and drops the others (called with
+        the lock held)."""
+        end = min(first + self.max_queue_size, self._batches.num_batches)
+        for key in [k for k in self._ahead if k[0] != epoch or not first <= k[1]]:
+            self._ahead.pop(key).cancel()
+        if first >= end:
+            return
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                self._batch_workers, thread_name_prefix="kerasbatch-python-engine"
+            )
+        for index in range(first, end):  # in order: the pool runs them FIFO
+            if (epoch, index) not in self._ahead:
+                self._ahead[(epoch, index)] = self._pool.submit(
+                    self._batches.batch, epoch, index
+                )
+
+    def _drop_ahead(self):
+        """Forgets the batches made ahead (an epoch ended before them)."""
+        with self._ahead_lock:
+            for future in self._ahead.values():
+                future.cancel()
+            self._ahead.clear()
 
     def on_epoch_begin(self):
         self._keras_calls = 0
@@ -90,10 +210,12 @@ class PlannedPyDataset(keras.utils.PyDataset):
     def on_epoch_end(self):
         self._keras_calls = None
         self._skipped = 0
+        self._drop_ahead()
 
     def get_state(self):
         """`{"epoch": e, "batch": k}`: the running epoch, and the batches of
-        it made so far (in the plan's order)."""
+        it made so far (in the plan's order; batches the workers made
+        ahead do not count)."""
         return {"epoch": self._state.next_epoch(), "batch": len(self._made)}
 
     def set_state(self, state):
@@ -101,3 +223,75 @@ class PlannedPyDataset(keras.utils.PyDataset):
         `state["epoch"]` (a `get_state()`): Keras then takes the rest of
         that epoch's batches."""
         self._resume = checked_state(state, self._batches.num_batches)
+
+
+class StreamDataset(keras.utils.PyDataset):
+    """A stream's batches as a `keras.utils.PyDataset`.
+
+    Made by `StreamBucketBuilder.build(source, lengths, engine="python")`:
+    the lengths give the number of batches a `PyDataset` needs. Keras takes
+    the batches in the stream's order, whatever index it asks for (a
+    stream has no batch `k` before batches `0..k-1`); each Keras epoch
+    reads the source once, as the next epoch of the stream.
+
+    Args:
+        served: the frozen builder copy that serves the dataset.
+        source: the elements (see `StreamBucketBuilder.build`).
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kerasbatch
+    >>> lengths = [3, 12, 4, 15, 5]
+    >>> source = [np.ones(n, np.int32) for n in lengths]
+    >>> builder = kerasbatch.StreamBucketBuilder(
+    ...     boundaries=[10], batch_size=2, shuffle=False)
+    >>> dataset = builder.build(source, lengths, engine="python")
+    >>> len(dataset), [dataset[k].shape for k in range(len(dataset))]
+    (3, [(2, 4), (1, 5), (1, 15)])
+    """
+
+    def __init__(self, served, source):
+        from kerasbatch.engines import numpy_stream
+
+        super().__init__()
+        served._counters = numpy_stream.new_counters(served)
+        self._stream = numpy_stream.StreamBatches(served, source)
+        self._state = served._state
+        self._counters = served._counters
+        self._num_batches = served._num_batches
+        self._batches = None  # the running pass over the source
+        self._made = 0
+
+    @property
+    def num_batches(self):
+        return self._num_batches
+
+    def __len__(self):
+        return self._num_batches
+
+    def __getitem__(self, index):
+        if not 0 <= index < self._num_batches:
+            raise IndexError(
+                f"batch {index} is out of range for {self._num_batches} batches."
+            )
+        if self._batches is None:
+            self._epoch = self._state.start()
+            self._counters.begin_epoch(self._epoch)
+            self._batches = self._stream.epoch(self._epoch)
+            self._made = 0
+        batch = next(self._batches, None)
+        if batch is None:
+            raise ValueError(
+                f"The stream ended after {self._made} batches, but build() "
+                f"counted {self._num_batches} from the lengths it was given."
+            )
+        self._made += 1
+        if self._made == self._num_batches:
+            next(self._batches, None)  # the checks at the source's end
+            self._batches = None
+            self._state.finish(self._epoch)
+        return batch
+
+    def on_epoch_begin(self):
+        self._batches = None  # a pass of Keras' (not a look at the first batch)
