@@ -53,7 +53,17 @@ class PlannedBuilder(SharedSettings):
         self._require_built()
         return self._prepared.lengths
 
-    def build(self, x, y=None, sample_weight=None, *, engine="tf.data"):
+    def build(
+        self,
+        x,
+        y=None,
+        sample_weight=None,
+        *,
+        engine="tf.data",
+        workers=None,
+        use_multiprocessing=None,
+        max_queue_size=None,
+    ):
         """Returns a dataset of batches for `model.fit`.
 
         Args:
@@ -68,29 +78,55 @@ class PlannedBuilder(SharedSettings):
                 Grain) or `"python"` (a `keras.utils.PyDataset` of numpy
                 batches). For the same seed and epoch, every engine yields
                 the same batches, bit for bit.
+            workers: `engine="python"` only: threads that make the next
+                batches ahead of Keras' loop (default 1: none). The
+                batches and their order do not change (see
+                `kerasbatch.engines.python.PlannedPyDataset`).
+            use_multiprocessing: `engine="python"` only: False (the
+                default); worker processes are refused, with what to use
+                instead.
+            max_queue_size: `engine="python"` only: how many batches the
+                `workers` make ahead, at most (default 10).
 
         Returns:
             A dataset of `x`, `(x, y)` or `(x, y, sample_weight)` batches with
             exact cardinality (`len()`); sequence components are padded
             dense tensors (the class docstring tells their shapes).
+
+        Example:
+
+        >>> import numpy as np
+        >>> import kerasbatch
+        >>> builder = kerasbatch.BucketBuilder(
+        ...     boundaries=[3], batch_size=2, shuffle=False)
+        >>> x = [np.ones(n, "int32") for n in (1, 2, 3, 4, 5)]
+        >>> train = builder.build(x, np.zeros(5), engine="python", workers=2)
+        >>> [tuple(batch_x.shape) for batch_x, _ in train]
+        [(2, 2), (2, 4), (1, 5)]
         """
         engines.check_engine(engine)
+        options = engines.python_options(
+            engine, workers, use_multiprocessing, max_queue_size
+        )
         self._attach(sources.from_inputs(x, y, sample_weight))
         try:
             self._check_data_parallel(*self._distributed_batch_rows())
-            return self._serve(lambda served: served._engine_dataset(engine), engine)
+            return self._serve(
+                lambda served: served._engine_dataset(engine, **options), engine
+            )
         except Exception:
             self._prepared = None  # no half-built state for statistics() to read
             raise
 
-    def _engine_dataset(self, engine):
-        """The built dataset, made by `engine`."""
+    def _engine_dataset(self, engine, **options):
+        """The built dataset, made by `engine` (`options`: the `python`
+        engine's, `kerasbatch.engines.python_options`)."""
         if engine == "tf.data":
             return self._make_dataset()
         if engine == "python":
             from kerasbatch.engines import python
 
-            return python.PlannedPyDataset(self)
+            return python.PlannedPyDataset(self, **options)
         from kerasbatch.engines import grain
 
         return grain.PlannedIterDataset(self)

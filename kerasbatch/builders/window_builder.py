@@ -159,7 +159,17 @@ class WindowBuilder(Builder):
         return f"WindowBuilder({arguments})"
 
     # ------------------------------------------------------------------ build
-    def build(self, x, y=None, sample_weight=None, *, engine="tf.data"):
+    def build(
+        self,
+        x,
+        y=None,
+        sample_weight=None,
+        *,
+        engine="tf.data",
+        workers=None,
+        use_multiprocessing=None,
+        max_queue_size=None,
+    ):
         """Returns a dataset of one batch per window for `model.fit`.
 
         Args:
@@ -171,13 +181,25 @@ class WindowBuilder(Builder):
                 engines (`"grain"`, `"python"`) take the built-in reducers
                 of dense components; a user's `Reducer` (TensorFlow ops) and
                 sparse components need `"tf.data"`.
+            workers: as in `kerasbatch.builders.Builder.build`
+                (`engine="python"` only).
+            use_multiprocessing: as in `kerasbatch.builders.Builder.build`
+                (`engine="python"` only).
+            max_queue_size: as in `kerasbatch.builders.Builder.build`
+                (`engine="python"` only).
 
         Returns:
             A dataset of `x`, `(x, y)` or `(x, y, sample_weight)` batches, one
             per window, each component as its reducer returns it; exact
             cardinality (the number of windows).
         """
-        return super().build(_window_data(x, y, sample_weight), engine=engine)
+        return super().build(
+            _window_data(x, y, sample_weight),
+            engine=engine,
+            workers=workers,
+            use_multiprocessing=use_multiprocessing,
+            max_queue_size=max_queue_size,
+        )
 
     def build_from_dataset(self, dataset):
         """Windows the elements of a finite `tf.data.Dataset`, read into memory.

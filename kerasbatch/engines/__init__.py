@@ -4,10 +4,13 @@
   `distribute`, the tf.data service, iterator checkpoints.
 - `"grain"`: a Grain `IterDataset` of numpy batches (needs Grain):
   `get_state`/`set_state` resume mid-epoch, multi-host JAX.
-- `"python"`: a `keras.utils.PyDataset` of numpy batches (needs neither).
+- `"python"`: a `keras.utils.PyDataset` of numpy batches (needs neither);
+  `workers` threads can make the next batches ahead (`python_options`).
 
 For the same seed and epoch, every engine yields bit-identical batches.
 """
+
+import numbers
 
 ENGINES = ("tf.data", "grain", "python")
 
@@ -17,3 +20,64 @@ def check_engine(engine):
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
     return engine
+
+
+def python_options(engine, workers=None, use_multiprocessing=None, max_queue_size=None):
+    """The `python` engine's `workers`, `use_multiprocessing` and
+    `max_queue_size` (None: not given), checked, with their defaults: a
+    dict for `kerasbatch.engines.python.PlannedPyDataset`, or a ValueError
+    that says what is wrong (given to another engine, a bad value, or
+    worker processes).
+
+    Example:
+
+    >>> from kerasbatch import engines
+    >>> engines.python_options("python", workers=4)
+    {'workers': 4, 'use_multiprocessing': False, 'max_queue_size': 10}
+    >>> engines.python_options("grain")
+    {}
+    """
+    given = {
+        "workers": workers,
+        "use_multiprocessing": use_multiprocessing,
+        "max_queue_size": max_queue_size,
+    }
+    named = [name for name, value in given.items() if value is not None]
+    if engine != "python":
+        if named:
+            raise ValueError(
+                f"{', '.join(named)} {'is' if len(named) == 1 else 'are'} an "
+                f"option of engine='python' (a keras.utils.PyDataset made by "
+                f"worker threads), not of engine={engine!r}: leave "
+                f"{'it' if len(named) == 1 else 'them'} out, or build with "
+                "engine='python'."
+            )
+        return {}
+    options = {"workers": 1, "use_multiprocessing": False, "max_queue_size": 10}
+    for name in ("workers", "max_queue_size"):
+        value = given[name]
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        if value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        options[name] = int(value)
+    if use_multiprocessing is not None and not isinstance(
+        use_multiprocessing, bool | numbers.Integral
+    ):
+        raise ValueError(
+            f"use_multiprocessing must be a bool, got {use_multiprocessing!r}."
+        )
+    if use_multiprocessing:
+        raise ValueError(
+            "engine='python' takes use_multiprocessing=False only: worker "
+            "processes would each hold a copy of the dataset, while its "
+            "epoch (set_epoch, EpochReshuffle, get_state/set_state) is kept in "
+            "this process, so they could make another epoch's batches. Its "
+            "workers are threads (numpy releases the GIL in much of its "
+            "gathering and padding): pass workers=N alone. For batches made "
+            "outside Python, build with engine='tf.data' (its pipeline maps "
+            "in parallel)."
+        )
+    return options

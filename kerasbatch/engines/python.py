@@ -94,7 +94,7 @@ class PlannedPyDataset(keras.utils.PyDataset):
         """1, as Keras reads it: Keras takes the batches in its loop, one
         call at a time, which keeps them in the plan's order; the
         dataset's own `batch_workers` threads make them ahead."""
-        return self._batch_workers
+        return 1
 
     @workers.setter
     def workers(self, value):
