@@ -1,4 +1,5 @@
-"""Length buckets on streams: any `tf.data.Dataset`, in bounded memory."""
+"""Length buckets on streams (`tf.data`, Grain, Python iterables), in
+bounded memory."""
 
 import keras
 import numpy as np
@@ -36,10 +37,13 @@ _INFINITE, _UNKNOWN = -1, -2
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
 class StreamBucketBuilder(BucketSettings, SharedSettings):
-    """Length buckets on any `tf.data.Dataset`, planned in a bounded buffer.
+    """Length buckets on a stream (a `tf.data.Dataset`, a Grain dataset or a
+    Python iterable), planned in a bounded buffer.
 
     The streaming sibling of `kerasbatch.BucketBuilder`, for data that does
-    not fit in memory (TFRecord files, generators, infinite streams). Nothing
+    not fit in memory (TFRecord files, generators, infinite streams). It
+    runs on the `tf.data` engine, and without TensorFlow on the `grain` and
+    `python` engines (`build(source, engine="grain")`). Nothing
     is planned ahead: every epoch, elements go to the bucket of their length
     (the longest of their sequence components), are cut (the `max_length`
     policy, truncation buckets) and wait in a buffer of `buffer_size`; when
@@ -248,17 +252,25 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         engine="tf.data",
         per_example=(),
     ):
-        """Returns a `tf.data.Dataset` of padded, bucketed batches for `model.fit`.
+        """Returns a dataset of padded, bucketed batches for `model.fit`.
 
         Args:
-            dataset: a `tf.data.Dataset` (finite or infinite) whose elements
-                are `x`, `(x, y)` or `(x, y, sample_weight)`, each a tensor
-                or a dict of tensors, unbatched. Tensors whose first
-                dimension is None in `element_spec` are sequence components
-                (padded); the others are per-example (stacked). Give its
-                costly maps `num_parallel_calls=tf.data.AUTOTUNE`: the
-                builder iterates it inside a dataset function (every epoch),
-                where tf.data does not parallelize a map that has none.
+            dataset: the elements, unbatched: `x`, `(x, y)` or `(x, y,
+                sample_weight)`, each a tensor or array or a dict of them.
+                On the `tf.data` engine, a `tf.data.Dataset` (finite or
+                infinite): tensors whose first dimension is None in
+                `element_spec` are sequence components (padded), the others
+                per-example (stacked). Give its costly maps
+                `num_parallel_calls=tf.data.AUTOTUNE`: the builder iterates
+                it inside a dataset function (every epoch), where tf.data
+                does not parallelize a map that has none. On the `grain` and
+                `python` engines, a Grain `MapDataset` or `IterDataset`, any
+                Python iterable that can be iterated again (a list, ...), or
+                a function that returns a new iterator: read once per epoch.
+                There an array with a first axis is a sequence component
+                and a scalar per-example (see `per_example`); an element
+                whose structure, dtype or trailing shape differs from the
+                first is an error that names it by its index.
             lengths: optional 1-D int array of every element's length (the
                 longest of its sequence components), in the dataset's order,
                 e.g. from a length-index pass. Needed for boundary
@@ -281,9 +293,16 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 The builder buckets the examples of each block without
                 splitting the blocks into elements (the fastest input; the
                 TFRecord loader gives it).
-            engine: `"tf.data"`, the engine a stream runs on (its input is
-                a `tf.data.Dataset`). Sequences in memory run on every
-                engine with `BucketBuilder`.
+            engine: `"tf.data"` (a `tf.data.Dataset` of batches),
+                `"grain"` (a Grain `IterDataset`; every iteration reads the
+                source once, as the next epoch) or `"python"` (a
+                `keras.utils.PyDataset`; it needs `lengths`, for its number
+                of batches). For the same input, seed and epoch, every
+                engine yields the same batches, value for value; the numpy
+                engines need no TensorFlow.
+            per_example: on the numpy engines, the names of components
+                whose arrays have a first axis but are per-example (a
+                vector of class scores, an embedding), e.g. `("y",)`.
 
         Returns:
             A dataset of batches in the structure of the input elements;

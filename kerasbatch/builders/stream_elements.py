@@ -258,8 +258,7 @@ def _as_array(value, where, index):
         )
     if _is_sparse(value):
         raise TypeError(
-            f"Element {index} of the source has a sparse {where}; pass dense "
-            "arrays."
+            f"Element {index} of the source has a sparse {where}; pass dense arrays."
         )
     try:
         return np.asarray(value)

@@ -169,7 +169,7 @@ class StreamDataset(grain.IterDataset):
     ...     boundaries=[10], batch_size=2, shuffle=False)
     >>> dataset = builder.build(source, engine="grain")
     >>> [batch.shape for batch in dataset]
-    [(2, 4), (1, 5), (1, 15)]
+    [(2, 4), (2, 15), (1, 5)]
     """
 
     def __init__(self, served, source):

@@ -242,7 +242,8 @@ class StreamBatches:
     def _empty(self):
         components = self._elements.components
         values = [
-            np.zeros((0, *c.trailing), c.dtype) for c in self._ordered(components)
+            np.zeros((0, *(c.trailing if c.is_sequence else c.shape)), c.dtype)
+            for c in self._ordered(components)
         ]
         fields = {key: np.zeros([0], np.int64) for key in stream_blocks.ROW_FIELDS}
         lengths = np.zeros([0, self._num_sequences], np.int64)

@@ -248,7 +248,7 @@ class StreamDataset(keras.utils.PyDataset):
     ...     boundaries=[10], batch_size=2, shuffle=False)
     >>> dataset = builder.build(source, lengths, engine="python")
     >>> len(dataset), [dataset[k].shape for k in range(len(dataset))]
-    (3, [(2, 4), (1, 5), (1, 15)])
+    (3, [(2, 4), (2, 15), (1, 5)])
     """
 
     def __init__(self, served, source):

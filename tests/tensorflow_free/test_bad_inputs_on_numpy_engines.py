@@ -112,8 +112,23 @@ def test_a_grain_iterator_resumes_from_its_state():
     assert state == {"epoch": 0, "batch": 1} and first.shape[0] == 2
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_a_stream_names_the_engine_it_runs_on(engine):
+def test_a_stream_names_a_wrong_element_of_a_grain_source_by_its_index():
+    import grain
+
+    elements = [(x, np.int32(0)) for x in X] + [(X[0], np.int32(1), 2.0)]
+    source = grain.MapDataset.source(elements).to_iter_dataset()
     builder = kerasbatch.StreamBucketBuilder(boundaries=[3], batch_size=2)
-    with pytest.raises(ValueError, match="BucketBuilder.*build.*engine="):
-        builder.build(X, engine=engine)
+    with pytest.raises(ValueError, match=r"Element 5 of the source is a tuple of 3"):
+        list(builder.build(source, engine="grain"))
+
+
+def test_a_stream_on_tf_data_needs_tensorflow_and_names_the_other_engines(
+    monkeypatch,
+):
+    # As where TensorFlow is not installed (also when it is, in the main run).
+    optional = kerasbatch.optional
+    monkeypatch.setattr(optional, "imported", lambda name: None)
+    monkeypatch.setattr(type(optional.tensorflow), "available", False)
+    builder = kerasbatch.StreamBucketBuilder(boundaries=[3], batch_size=2)
+    with pytest.raises(ImportError, match=r"needs TensorFlow.*engine='grain'"):
+        builder.build(X)

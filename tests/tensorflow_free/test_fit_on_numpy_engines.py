@@ -238,3 +238,28 @@ def test_the_demo_runs_without_tensorflow():
         results["bucketed"]["padding_efficiency"]
         > results["padded"]["padding_efficiency"]
     )
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_stream_fits_every_element_once_per_epoch_with_the_callbacks(engine):
+    import grain
+
+    data = sequences(LENGTHS)
+    source = grain.MapDataset.source(list(zip(data, np.zeros(len(data)), strict=True)))
+    builder = kerasbatch.StreamBucketBuilder(
+        boundaries=[6, 12], batch_size=4, buffer_size=16, seed=5
+    )
+    train = builder.build(source, LENGTHS, engine=engine)
+    model = recorder()
+    log = EpochLog(builder)
+    efficiency = kerasbatch.callbacks.PaddingEfficiency(builder)
+    history = model.fit(train, epochs=2, verbose=0, callbacks=[log, efficiency])
+    assert log.epochs == [0, 1]
+    per_epoch = len(model.trained) // 2
+    for epoch in range(2):
+        steps = model.trained[epoch * per_epoch : (epoch + 1) * per_epoch]
+        assert token_counts(steps) == token_counts(data)
+    assert history.history["padding_efficiency"] == [
+        builder.statistics(epoch=0).padding_efficiency,
+        builder.statistics(epoch=1).padding_efficiency,
+    ]
