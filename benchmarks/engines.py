@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/engines.py throughput [--elements 20000 1000000]
     .venv/bin/python benchmarks/engines.py memory [--elements 1000000]
     .venv/bin/python benchmarks/engines.py packing
+    .venv/bin/python benchmarks/engines.py stream [--elements 20000 1000000]
 
 - `throughput`: elements/s and batches/s of one epoch (at most `--batches`
   batches) of the same builder on the `tf.data`, `grain` and `python`
@@ -16,6 +17,11 @@
   own `FirstFitPackIterDataset` and `BestFitPackIterDataset` on the
   reference workloads, rows of 512, 16 rows per batch: padding efficiency
   and packed rows/s.
+- `stream`: elements/s of `StreamBucketBuilder` (32 buckets, batches of
+  64, a shuffle buffer of 10 000) on one core, as `throughput`: the
+  `tf.data` engine over `Dataset.from_tensor_slices` of a ragged tensor
+  (its fastest in-memory input), the `grain` engine over a Grain
+  `MapDataset.source` of the arrays and the `python` engine over the list.
 """
 
 import argparse
@@ -100,6 +106,68 @@ def throughput(args):
                     f"{count / best[engine]:,.0f} | {rate / reference:.2f}x |",
                     flush=True,
                 )
+
+
+def stream(args):
+    import grain
+    import tensorflow as tf
+
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    print(
+        f"one core; {args.rounds} rounds, best of each; at most {args.batches} batches"
+    )
+    print("| elements | engine | elements/s | batches/s | vs tf.data |")
+    print("|---:|---|---:|---:|---:|")
+    for num_elements in args.elements:
+        x, _ = data(num_elements)
+        lengths = np.array([len(a) for a in x])
+        sources = {
+            "tf.data": tf.data.Dataset.from_tensor_slices(
+                tf.RaggedTensor.from_row_lengths(np.concatenate(x), lengths)
+            ),
+            "grain": grain.MapDataset.source(x),
+            "python": x,
+        }
+        datasets = {}
+        for engine in ENGINES:
+            builder = kerasbatch.StreamBucketBuilder(
+                num_buckets=32, batch_size=64, buffer_size=10_000, seed=0
+            )
+            datasets[engine] = (
+                builder.build(sources[engine], lengths, engine=engine),
+                builder,
+            )
+        best = {engine: np.inf for engine in ENGINES}
+        elements = {}
+        for round_ in range(args.rounds):
+            for engine in ENGINES:
+                dataset, builder = datasets[engine]
+                builder.set_epoch(round_)
+                count, seconds = one_epoch(dataset, engine, args.batches)
+                best[engine] = min(best[engine], seconds)
+                elements[engine] = (count, builder.statistics().num_elements)
+        for engine in ENGINES:
+            count, _ = elements[engine]
+            rate = elements_of(datasets[engine], engine, count) / best[engine]
+            reference = (
+                elements_of(datasets["tf.data"], "tf.data", elements["tf.data"][0])
+                / best["tf.data"]
+            )
+            print(
+                f"| {num_elements:,} | {engine} | {rate:,.0f} | "
+                f"{count / best[engine]:,.0f} | {rate / reference:.2f}x |",
+                flush=True,
+            )
+
+
+def elements_of(built, engine, count):
+    """The elements of the first `count` batches of a stream's last epoch
+    (all of them where the epoch ran to its end)."""
+    _, builder = built
+    statistics = builder.statistics()
+    if statistics.num_batches == count:
+        return statistics.num_elements
+    return statistics.num_elements * count / statistics.num_batches
 
 
 def elements_in(plan, count):
@@ -204,7 +272,7 @@ def packing(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["throughput", "memory", "packing"])
+    parser.add_argument("what", choices=["throughput", "memory", "packing", "stream"])
     parser.add_argument("--elements", type=int, nargs="+", default=None)
     parser.add_argument("--batches", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
@@ -212,7 +280,12 @@ def main():
     args = parser.parse_args()
     if args.elements is None:
         args.elements = [1_000_000] if args.what == "memory" else [20_000, 1_000_000]
-    {"throughput": throughput, "memory": memory, "packing": packing}[args.what](args)
+    {
+        "throughput": throughput,
+        "memory": memory,
+        "packing": packing,
+        "stream": stream,
+    }[args.what](args)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ sequence components)` and the int64 fields of `stream_blocks.ROW_FIELDS`.
 
 import numpy as np
 
-from kerasbatch import orders, outputs, remainders, sources
+from kerasbatch import optional, orders, outputs, remainders, sources
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders import stream_blocks
@@ -29,7 +29,13 @@ _LAST = np.iinfo(np.int64).max
 
 def open_source(source):
     """A new iterator over `source`: a function returning one, or an
-    iterable."""
+    iterable. A Grain `MapDataset` is read by index, in order (its own
+    iterator costs ~150 us an element, with threads; an index ~4 us),
+    leaving out the None of elements its filters removed."""
+    grain = optional.imported("grain")
+    if grain is not None and isinstance(source, grain.MapDataset):
+        elements = (source[index] for index in range(len(source)))
+        return (element for element in elements if element is not None)
     return source() if callable(source) else iter(source)
 
 
