@@ -1212,7 +1212,7 @@ def mapped(dataset, function):
             lambda: [np.ones(3)],
             None,
             TypeError,
-            r"takes a tf.data.Dataset, got list; use BucketBuilder",
+            r"takes a tf.data.Dataset, got list; stream a Grain dataset or a Python iterable with engine=.grain. or .python.",
         ),
     ],
 )

@@ -305,3 +305,29 @@ def test_a_grain_stream_iterator_does_not_claim_a_state():
     iterator = iter(builder.build(element_list(3, 9, 4), engine="grain"))
     with pytest.raises(NotImplementedError, match="cannot resume mid-epoch"):
         iterator.get_state()
+
+
+@pytest.mark.parametrize("engine", ["tf.data", "grain"])
+def test_per_frame_targets_and_weights_must_follow_their_sequences(engine):
+    lengths = [3, 5, 4]
+    xs = [np.ones(n, np.int32) for n in lengths]
+    ys = [np.ones(n, np.int32) for n in lengths]
+    ys[2] = ys[2][:-1]  # one frame short
+    elements = list(zip(xs, ys, strict=True))
+    source = elements
+    if engine == "tf.data":
+        signature = (tf.TensorSpec([None], tf.int32),) * 2
+        source = tf.data.Dataset.from_generator(
+            lambda: iter(elements), output_signature=signature
+        )
+    builder = kerasbatch.StreamBucketBuilder(
+        boundaries=[4], batch_size=2, output_mask=True
+    )
+    error = ValueError if engine == "grain" else tf.errors.InvalidArgumentError
+    with pytest.raises(error, match=r"y of element 2 has length 3, not the length"):
+        list(builder.build(source, engine=engine))
+    weights = [np.ones(n, np.float32) for n in lengths]
+    weights[1] = weights[1][:2]
+    elements = [(x, x, w) for x, w in zip(xs, weights, strict=True)]
+    with pytest.raises(ValueError, match=r"sample_weight of element 1 has length 2"):
+        list(builder.build(elements, engine="grain"))

@@ -823,6 +823,9 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         lengths = tf.stack([s.row_lengths() for s in sequences], axis=1)
         length = tf.reduce_max(lengths, axis=1)
         checks, keep, limit = [], None, None
+        for reference, other, template in self._elements.aligned():
+            unequal = tf.not_equal(lengths[:, other], lengths[:, reference])
+            checks.append(_check_rows(unequal, index, lengths[:, other], template))
         if self.max_length is not None:
             too_long = length > self.max_length
             if self.overflow == "error":

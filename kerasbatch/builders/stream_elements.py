@@ -178,6 +178,40 @@ class StreamElements:
                 components.append(component(role, None, part))
         return cls(components, keys, isinstance(element, tuple))
 
+    def aligned(self):
+        """`(reference, other, template)` of every pair of sequence
+        components that must have equal lengths, as the in-memory builders
+        check (`kerasbatch.sources`): per-frame targets follow a single x,
+        per-frame weights their targets. `reference` and `other` are
+        sequence columns; `template` is the error, formatted with the
+        element's index and the other's length."""
+        columns = {name: i for i, name in enumerate(self.sequence_names)}
+        by_role = {}
+        for component in self.components:
+            by_role.setdefault(component.role, []).append(component)
+        targets = by_role.get("y", [])
+        pairs = []
+        for weight in by_role.get("sample_weight", []):
+            target = next((y for y in targets if y.key == weight.key), None)
+            if target is None and len(targets) == 1:
+                target = targets[0]
+            if target is not None:
+                pairs.append((target, weight))
+        inputs = by_role.get("x", [])
+        if len(inputs) == 1:
+            pairs += [(inputs[0], target) for target in targets]
+        return [
+            (
+                columns[reference.name],
+                columns[other.name],
+                f"{other.where} of element {{}} has length {{}}, not the "
+                f"length of its {reference.where}: aligned sequences (per-frame "
+                "targets and weights) need equal lengths.",
+            )
+            for reference, other in pairs
+            if reference.is_sequence and other.is_sequence
+        ]
+
     # ----------------------------------------------------------------- numpy
     def flatten(self, element, index):
         """The numpy arrays of `element` (the `index`-th of the stream), in

@@ -274,6 +274,9 @@ class StreamBatches:
         lengths = np.array(
             [[len(s) for s in row] for row in zip(*sequences, strict=True)], np.int64
         ).reshape(len(block), self._num_sequences)
+        for reference, other, template in self._elements.aligned():
+            unequal = lengths[:, other] != lengths[:, reference]
+            _check_rows(unequal, index, lengths[:, other], template)
         length = lengths.max(axis=1)
         keep, limit = None, plan_lib.NO_LIMIT
         if served.max_length is not None:
