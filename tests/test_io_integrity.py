@@ -26,6 +26,7 @@ from kerasbatch.io import (
     add_record_counts,
     check_dataset,
     load_manifest,
+    make_parser,
     parse_batches,
     read_file_records,
     write_dataset,
@@ -480,6 +481,96 @@ def test_a_wrong_type_in_a_feature_list_is_named_and_skipped(originals, tmp_path
         tf.errors.InvalidArgumentError, match=f"record 4 of file {file}"
     ):
         loader_labels(TFRecordLoader(**loader_config(str(tmp_path))))
+
+
+def sequence_record(i, lists=("tokens",)):
+    """A SequenceExample like `records()`'s record i, with the feature lists
+    `lists` (each holding i % 3 elements: record 0's are present but empty)."""
+    record = tf.train.SequenceExample()
+    record.context.feature["label"].int64_list.value.append(i)
+    for name in lists:
+        feature_list = record.feature_lists.feature_list[name]
+        for t in range(i % 3):
+            feature_list.feature.add().int64_list.value.append(100 * i + t)
+    return record.SerializeToString()
+
+
+def label_example(i):
+    """A tf.train.Example with record i's label, and no feature lists."""
+    feature = tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))
+    return tf.train.Example(
+        features=tf.train.Features(feature={"label": feature})
+    ).SerializeToString()
+
+
+#: Records missing the manifest's feature list `tokens`, as the record i.
+MISSING_LIST = {
+    "Example": label_example,
+    "other feature list": lambda i: sequence_record(i, ("other",)),
+    "no feature lists": lambda i: sequence_record(i, ()),
+}
+MISSING_MESSAGES = {
+    "Example": "feature list `tokens` is missing: the record has no feature lists "
+    "(a tf.train.Example has none), but the manifest sets allow_var_len true, so "
+    "its records are SequenceExamples",
+    "other feature list": "feature list `tokens` is missing from the record, which "
+    "holds other feature lists",
+}
+MISSING_MESSAGES["no feature lists"] = MISSING_MESSAGES["Example"]
+
+
+@pytest.mark.parametrize("kind", sorted(MISSING_LIST))
+def test_a_record_without_the_feature_list_is_an_error_not_an_empty_sequence(
+    originals, tmp_path, kind
+):
+    """Records 3 and 7 lack `tokens` (an Example, or a SequenceExample without
+    it); record 0's `tokens` is present but empty, a valid empty sequence."""
+    source, _ = originals[None]
+    load_manifest(source).save(tmp_path)
+    file = str(tmp_path / NAME)
+    bad = (3, 7)
+    with tf.io.TFRecordWriter(file) as writer:
+        for i in range(NUM_RECORDS):
+            writer.write(MISSING_LIST[kind](i) if i in bad else sequence_record(i))
+    manifest = load_manifest(tmp_path)
+    message = MISSING_MESSAGES[kind]
+    check = TFRecordLoader(**loader_config(str(tmp_path))).check(verbose=0)
+    assert check.errors == tuple((file, i, message) for i in bad)
+    assert check_dataset(manifest, [file], verbose=0).errors == check.errors
+    # raise: one record, a batch, the loader, each naming file and record 3
+    where = re.escape(f"record 3 of file {file}: {message}")
+    for dataset in (
+        read_file_records(file, None).map(make_parser(manifest)),
+        parse_batches(read_file_records(file, None).batch(8), manifest),
+    ):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=where):
+            list(dataset)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=where):
+        loader_labels(TFRecordLoader(**loader_config(str(tmp_path))))
+    # skip: left out and counted; the present empty sequence of record 0 kept
+    loader = TFRecordLoader(**loader_config(str(tmp_path), on_error="skip"))
+    kept = [i for i in range(NUM_RECORDS) if i not in bad]
+    assert loader_labels(loader) == kept
+    assert loader.skipped_records == len(bad)
+    features, valid = make_parser(manifest, on_error="skip")(
+        tf.constant(MISSING_LIST[kind](3)), tf.constant(file), tf.constant(3, tf.int64)
+    )
+    assert not bool(valid) and features["tokens"].shape == (0,)
+    elements = read_file_records(file, None).map(make_parser(manifest, on_error="skip"))
+    valid = [bool(ok) for _, ok in elements]
+    assert valid == [i not in bad for i in range(NUM_RECORDS)]
+
+
+def test_present_empty_feature_lists_read_as_empty_sequences(originals, tmp_path):
+    source, _ = originals[None]
+    load_manifest(source).save(tmp_path)
+    file = str(tmp_path / NAME)
+    with tf.io.TFRecordWriter(file) as writer:
+        for i in range(NUM_RECORDS):
+            writer.write(sequence_record(3 * i))  # every feature list empty
+    assert check_dataset(load_manifest(tmp_path), [file], verbose=0).ok
+    loader = TFRecordLoader(**loader_config(str(tmp_path)))
+    assert loader_labels(loader) == [3 * i for i in range(NUM_RECORDS)]
 
 
 def test_a_batch_that_fails_to_parse_keeps_its_good_records_in_order(tmp_path):

@@ -11,8 +11,11 @@ error naming its file and index, e.g.
     feature `tokens` has 4 values, the shape [5] in the manifest needs 5]
 
 Detected this way: a missing feature (it has 0 values), a wrong number of
-values, raw byte strings of the wrong size or number (`len`), and feature
-list elements of the wrong size.
+values, raw byte strings of the wrong size or number (`len`), feature list
+elements of the wrong size, and a missing feature list: a SequenceExample
+without it, or a `tf.train.Example` (which has no feature lists) where the
+manifest says SequenceExample (`allow_var_len` true). An empty feature list
+that is present is an empty sequence.
 
 Limitations (of TensorFlow's parse ops):
 
@@ -24,8 +27,8 @@ Limitations (of TensorFlow's parse ops):
   match." or "Invalid protocol message input, example id: record 17 of
   file ...". `parse_batches` skips such records, and `check_dataset`
   reports them.
-- A missing feature list reads as an empty sequence, and a missing feature
-  whose shape holds no values (a 0 in it) as an empty tensor.
+- A missing feature whose shape holds no values (a 0 in it) reads as an
+  empty tensor.
 """
 
 import dataclasses
@@ -174,11 +177,14 @@ def _make_parse(manifest, names, on_error, batched):
         if batched:
             serialized, file, index = _batch_inputs(serialized, file, index)
         stored = parse_stored(serialized, file, index)
+        present = _present_lists(specs, stored, serialized)
         checks = [
             check
             for spec in specs
-            for check in (_list_checks if spec.var_len else _fixed_checks)(
-                spec, stored[spec.name]
+            for check in (
+                _list_checks(spec, stored[spec.name], present)
+                if spec.var_len
+                else _fixed_checks(spec, stored[spec.name])
             )
         ]
         valid = tf.reduce_all(tf.stack([ok for ok, _ in checks]), axis=0)
@@ -672,9 +678,73 @@ def _fixed_checks(spec, stored):
     return checks
 
 
-def _list_checks(spec, stored):
+def _present_lists(specs, stored, serialized):
+    """`{name: (present, has_lists)}` for each feature list of `specs`.
+
+    `present`: whether the record holds the feature list (a bool per record
+    of a batch); `has_lists`: whether it holds any feature list (a
+    `tf.train.Example` holds none). The parse op reads a missing feature
+    list as an empty one, so the records' keys are read (with
+    `tf.io.decode_proto`) only when some feature list is empty.
+    """
+    names = [spec.name for spec in specs if spec.var_len]
+    if not names:
+        return {}
+    empty = tf.stack([tf.equal(_num_elements(stored[name]), 0) for name in names])
+
+    def read_keys():
+        return _feature_list_keys(serialized, names)
+
+    def all_present():
+        return tf.ones_like(tf.concat([empty, empty[:1]], 0))
+
+    flags = tf.cond(tf.reduce_any(empty), read_keys, all_present)
+    return {name: (flags[k], flags[-1]) for k, name in enumerate(names)}
+
+
+def _num_elements(stored):
+    """A feature list's number of elements: one record's `[elements, values]`,
+    or per record of a batch's `[records, elements, values]`."""
+    return stored.row_lengths() if stored.ragged_rank == 2 else stored.nrows()
+
+
+def _feature_list_keys(serialized, names):
+    """A bool tensor `[len(names) + 1, ...]`: whether each record holds each
+    feature list of `names`, then whether it holds any feature list."""
+    sizes, (lists,) = tf.io.decode_proto(
+        serialized, "tensorflow.SequenceExample", ["feature_lists"], [tf.string]
+    )
+    has_lists = sizes[..., 0] > 0
+    lists = tf.strings.reduce_join(lists, axis=-1)  # at most one per record
+    _, (entries,) = tf.io.decode_proto(
+        lists, "tensorflow.FeatureLists", ["feature_list"], [tf.string]
+    )
+    _, (keys,) = tf.io.decode_proto(
+        entries, "tensorflow.FeatureLists.FeatureListEntry", ["key"], [tf.string]
+    )
+    keys = tf.strings.reduce_join(keys, axis=-1)  # at most one per entry
+    present = [tf.reduce_any(tf.equal(keys, name), axis=-1) for name in names]
+    return tf.stack([*present, has_lists])
+
+
+def _list_checks(spec, stored, present):
     """`(ok, message)` pairs for a feature list's parsed `[elements, values]`
-    (`[records, elements, values]` for a batch), as in `_fixed_checks`."""
+    (`[records, elements, values]` for a batch), as in `_fixed_checks`;
+    `present` is `_present_lists`'s."""
+    held, has_lists = present[spec.name]
+
+    def missing(row):
+        return [
+            f"feature list `{spec.name}` is missing",
+            tf.where(
+                _record(has_lists, row),
+                " from the record, which holds other feature lists",
+                ": the record has no feature lists (a tf.train.Example has "
+                "none), but the manifest sets allow_var_len true, so its records "
+                "are SequenceExamples",
+            ),
+        ]
+
     counts = _lengths(stored)
     name = f"feature list `{spec.name}` element "
     needed = 1 if spec.deserialize_type == "raw" else spec.num_values
@@ -691,7 +761,7 @@ def _list_checks(spec, stored):
             )
         return [name, element, " has ", _record(counts, row)[element], text]
 
-    checks = [(_none(wrong), message)]
+    checks = [(held, missing), (_none(wrong), message)]
     if spec.deserialize_type == "raw":  # the strings of a record's elements
         strings = stored.merge_dims(-2, -1)
         checks.append(
