@@ -271,6 +271,11 @@ def validate_boundaries(boundaries, allow_empty=False):
         b = int(b)
         if b <= 0:
             raise ValueError(f"boundaries must be positive; boundaries[{i}] = {b}.")
+        if b >= 2**62:
+            raise ValueError(
+                f"boundaries must be below 2**62 (lengths are int64); "
+                f"boundaries[{i}] = {b}."
+            )
         if result and b <= result[-1]:
             raise ValueError(
                 f"boundaries must be strictly increasing; boundaries[{i}] = {b} "

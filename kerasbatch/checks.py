@@ -21,12 +21,23 @@ def checked_bool(value, name):
     return bool(value)
 
 
+#: Every count and length a setting gives is computed with in int64 arrays
+#: and tensors (sums of lengths, products of rows and lengths): settings
+#: stay below this, where none of that overflows.
+LARGEST = 2**62
+
+
 def optional_positive_int(value, name):
     """`value` as a positive int or None, or a ValueError naming `name`."""
     if value is None:
         return None
     if not is_int(value) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    if value >= LARGEST:
+        raise ValueError(
+            f"{name} must be a positive int below 2**62, got {value!r}: "
+            "lengths and counts are int64."
+        )
     return int(value)
 
 

@@ -101,6 +101,19 @@ def _finish(ops, x, y, sample_weight, lengths, output_lengths, output_mask, real
     return x, y, sample_weight
 
 
+def check_length_names(x_keys, sequence_names):
+    """Raises if `output_lengths` would overwrite a component of x: its
+    `"<name>_length"` entries must be new keys. `x_keys`: x's dict keys
+    (None for one array); `sequence_names`: x's sequence components."""
+    taken = sorted(set(x_keys or ()) & {f"{name}_length" for name in sequence_names})
+    if taken:
+        raise ValueError(
+            f"output_lengths=True adds the entry {taken[0]!r} to x, but x already "
+            f"has a component {taken[0]!r}: rename it, or set output_lengths="
+            "False and keep your own."
+        )
+
+
 def _with_lengths(x, lengths, int32):
     """x with an `"<name>_length"` entry (`int32(lengths)`) for each of its
     sequence components."""

@@ -205,6 +205,7 @@ def from_inputs(x, y=None, sample_weight=None, *, require_sequence=True):
         else:
             components.append(_to_component(data, role, None))
             structure[role] = "single"
+    _check_weight_keys(y, sample_weight)
     data = SequenceData(components, structure)
     _check_names(data)
     _check_counts(data)
@@ -260,6 +261,11 @@ def _to_component(data, role, key):
         return Component(name, role, key, values, splits)
     if loaded is not None and isinstance(data, loaded.Tensor | loaded.Variable):
         data = data.numpy()
+    if is_sparse(data):
+        raise TypeError(
+            f"{where} is a sparse tensor; pass a list of dense arrays (e.g. "
+            "tf.sparse.to_dense(t).numpy() per element) or a tf.RaggedTensor."
+        )
     if isinstance(data, np.generic | int | float) or (
         isinstance(data, np.ndarray) and data.ndim == 0
     ):
@@ -299,6 +305,11 @@ def _concatenate_sequences(sequences, where):
     for index, sequence in enumerate(sequences):
         if progress is not None and index % _PROGRESS_EVERY == 0:
             progress.update(index)
+        if is_sparse(sequence):
+            raise TypeError(
+                f"{where} element {index} is a sparse tensor; pass dense arrays "
+                "(tf.sparse.to_dense(element).numpy()) or a tf.RaggedTensor."
+            )
         try:
             array = np.asarray(sequence)
         except ValueError as error:
@@ -335,6 +346,7 @@ def _concatenate_sequences(sequences, where):
     if progress is not None:
         progress.update(len(sequences), finalize=True)
     dtype = np.result_type(*{a.dtype for a in arrays})
+    _check_exact(arrays, dtype, where)
     splits = aligned_empty(len(arrays) + 1, np.int64)
     splits[0] = 0
     np.cumsum(np.fromiter(map(len, arrays), np.int64, len(arrays)), out=splits[1:])
@@ -343,6 +355,28 @@ def _concatenate_sequences(sequences, where):
     # reshaped views (a million of them cost more than the values).
     np.concatenate(arrays, out=values, casting="same_kind")
     return values, splits
+
+
+def _check_exact(arrays, dtype, where):
+    """Raises if an integer element's values change in `dtype`, the common
+    dtype of a component's elements (int64 beside float32 is float64, which
+    holds integers exactly only up to 2**53)."""
+    if dtype.kind != "f":
+        return
+    exact = 2 ** (np.finfo(dtype).nmant + 1)
+    for index, array in enumerate(arrays):
+        if array.dtype.kind in "iu" and array.size:
+            if np.iinfo(array.dtype).bits <= np.finfo(dtype).nmant + 1:
+                continue
+            bad = np.flatnonzero((array.ravel() > exact) | (array.ravel() < -exact))
+            if len(bad):
+                value = array.ravel()[bad[0]]
+                raise ValueError(
+                    f"{where} element {index} holds the {array.dtype} value "
+                    f"{value}, which {dtype} (the one dtype of the elements' "
+                    f"{', '.join(sorted({str(a.dtype) for a in arrays}))}) "
+                    "cannot hold exactly: give every element one dtype."
+                )
 
 
 def as_numpy_dtype(dtype):
@@ -409,6 +443,30 @@ def _check_values(array, where):
                 f"{where} holds Python objects of type {type(item).__name__}; "
                 "give numbers, booleans or strings in a regular array."
             )
+
+
+def _check_weight_keys(y, sample_weight):
+    """A dict of sample weights weighs the targets of its keys: y must be a
+    dict that has them all (Keras would otherwise drop the weights)."""
+    if not isinstance(sample_weight, dict):
+        return
+    if not isinstance(y, dict):
+        raise ValueError(
+            f"sample_weight is a dict (keys {sorted(sample_weight)}), but y is "
+            "one array: give sample_weight as one array, or y as a dict with "
+            "those keys."
+        )
+    unknown = sorted(set(sample_weight) - set(y))
+    if unknown:
+        raise ValueError(
+            f"sample_weight has the keys {unknown}, which y does not have (y's "
+            f"keys: {sorted(y)}): each weight weighs the target of its key."
+        )
+
+
+def is_sparse(value):
+    """Whether `value` is a TensorFlow sparse tensor (without importing it)."""
+    return type(value).__name__ in ("SparseTensor", "SparseTensorValue")
 
 
 def _check_names(data):

@@ -473,7 +473,7 @@ def test_builders_serialize_with_keras():
         (
             lambda: kerasbatch.PaddedBuilder(8, seed=-1),
             ValueError,
-            r"seed must be a non-negative int",
+            r"seed must be an int in \[0, 2\*\*63\)",
         ),
         (
             lambda: kerasbatch.PaddedBuilder(8, overflow="clip"),

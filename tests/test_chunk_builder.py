@@ -550,7 +550,9 @@ def test_a_padding_length_for_a_chunked_component_is_an_error():
 
 
 def test_no_chunk_long_enough_is_an_error():
-    with pytest.raises(ValueError, match=r"No batch left"):
+    with pytest.raises(
+        ValueError, match=r"No chunk can be cut: every chunk is shorter"
+    ):
         kerasbatch.ChunkBuilder(4, min_chunk_size=3).build(frame_ids([2, 1]))
 
 

@@ -341,7 +341,7 @@ def test_drop_leaves_long_elements_out_and_counts():
     kept = sorted(label for row in rows for label, _, _ in row)
     assert kept == np.flatnonzero(lengths <= 20).tolist()
     assert builder.statistics().dropped == int((lengths > 20).sum()) > 0
-    with pytest.raises(ValueError, match="No element left"):
+    with pytest.raises(ValueError, match="drops every element: all 1 are longer"):
         kerasbatch.PackedBuilder(4, overflow="drop").build([np.ones(5)])
 
 

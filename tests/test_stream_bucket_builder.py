@@ -1105,7 +1105,7 @@ def test_config_round_trip(builder):
         (
             lambda: kerasbatch.StreamBucketBuilder(seed=-1),
             ValueError,
-            r"seed must be a non-negative int",
+            r"seed must be an int in \[0, 2\*\*63\)",
         ),
         (
             lambda: kerasbatch.StreamBucketBuilder(

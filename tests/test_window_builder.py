@@ -588,5 +588,5 @@ def test_too_few_elements_for_a_window_and_too_long_elements():
     with pytest.raises(ValueError, match="Dataset elements are tuples of 4"):
         builder.build_from_dataset(quadruples)
     dropping = kerasbatch.WindowBuilder(1, max_length=1, overflow="drop")
-    with pytest.raises(ValueError, match="overflow='drop' dropped every element"):
+    with pytest.raises(ValueError, match="overflow='drop' drops every element"):
         dropping.build([np.ones(2)] * 3)

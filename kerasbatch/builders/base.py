@@ -328,7 +328,9 @@ class Builder(PlannedBuilder):
         Returns:
             The batch, in the structure of the built dataset's elements.
         """
-        self._require_built()
+        built = self._built()
+        if built is not self:
+            return built.element_batch(index, batch_size)
         prepared = self._prepared
         if prepared.data.lengths_only:
             raise RuntimeError("element_batch needs data: call build(), not adapt().")

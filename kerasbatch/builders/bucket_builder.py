@@ -346,8 +346,8 @@ class BucketBuilder(BucketSettings, Builder):
 
     def longest_element(self, bucket):
         """The index of the longest (cut) element of `bucket`, or None if empty."""
-        self._require_built()
-        return self._longest_element(self._prepared, bucket)
+        built = self._built()
+        return built._longest_element(built._prepared, bucket)
 
     def _longest_element(self, prepared, bucket):
         members = self._members(prepared, bucket)

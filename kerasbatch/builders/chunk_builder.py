@@ -184,8 +184,7 @@ class ChunkBuilder(PaddedBuilder):
     @property
     def sequence_lengths(self):
         """int64 frames of every built sequence (of the chunked components)."""
-        self._require_built()
-        return self._prepared.layout.sequence_lengths
+        return self._built()._prepared.layout.sequence_lengths
 
     @property
     def chunk_table(self):
@@ -195,8 +194,7 @@ class ChunkBuilder(PaddedBuilder):
         table; chunks shorter than `min_chunk_size` are in it but never in a
         plan.
         """
-        self._require_built()
-        return self._prepared.layout.table
+        return self._built()._prepared.layout.table
 
     def chunks(self, epoch=None):
         """The `ChunkTable` of `epoch`'s chunks, in the order they are batched.
@@ -354,6 +352,21 @@ class ChunkBuilder(PaddedBuilder):
     def _prepare(self, prepared, layout):
         candidates = prepared.candidates
         long_enough = layout.table.length[candidates] >= self.min_chunk_size
+        frames = layout.sequence_lengths
+        if not long_enough.any() and (
+            not frames.any() or layout.table.length.max() < self.min_chunk_size
+        ):
+            reason = (
+                f"every one of the {len(frames)} sequences has 0 frames"
+                if not frames.any()
+                else f"every chunk is shorter than min_chunk_size="
+                f"{self.min_chunk_size} (the longest sequence has "
+                f"{frames.max()} frames)"
+            )
+            raise ValueError(
+                f"No chunk can be cut: {reason}. Pass sequences with frames, or "
+                "lower min_chunk_size."
+            )
         paddings = dict(prepared.paddings)
         fixed = layout.context.items() if self.chunk_size is not None else ()
         for name, (left, right) in fixed:

@@ -221,11 +221,6 @@ class PackedBuilder(PlannedBuilder):
             paddings,
         )
         candidates = prepared.candidates
-        if not len(candidates):
-            raise ValueError(
-                f"No element left: all are longer than max_length={self.max_length} "
-                "and overflow='drop'."
-            )
         kept = prepared.cut_lengths[candidates]
         # The rows formed do not depend on the epoch (only who fills them).
         rows = packing.pack(kept, self.sequence_length, self.max_segments_per_row)

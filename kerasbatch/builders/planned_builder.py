@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from kerasbatch import checks, engines, sources
+from kerasbatch import checks, engines, outputs, sources
 from kerasbatch.builders import prepared as prepared_lib
 from kerasbatch.builders import service as service_lib
 from kerasbatch.builders import serving as serving_lib
@@ -50,8 +50,7 @@ class PlannedBuilder(SharedSettings):
     @property
     def lengths(self):
         """int64 length of every built element (longest sequence component)."""
-        self._require_built()
-        return self._prepared.lengths
+        return self._built()._prepared.lengths
 
     def build(
         self,
@@ -108,7 +107,14 @@ class PlannedBuilder(SharedSettings):
         options = engines.python_options(
             engine, workers, use_multiprocessing, max_queue_size
         )
-        self._attach(sources.from_inputs(x, y, sample_weight))
+        data = sources.from_inputs(x, y, sample_weight)
+        if getattr(self, "output_lengths", False):
+            x_parts = data.role_components("x")
+            outputs.check_length_names(
+                [c.key for c in x_parts if c.key is not None],
+                [c.name for c in x_parts if c.is_sequence],
+            )
+        self._attach(data)
         try:
             self._check_data_parallel(*self._distributed_batch_rows())
             return self._serve(
@@ -182,6 +188,14 @@ class PlannedBuilder(SharedSettings):
             raise RuntimeError(
                 f"{type(self).__name__} has no data yet: call build(x, ...) first."
             )
+
+    def _built(self):
+        """What holds the latest build's data: the copy serving the latest
+        built dataset (a builder keeps only its settings), or this builder
+        after `adapt`."""
+        built = self._serving()
+        built._require_built()
+        return built
 
     def plan(self, epoch=None, dataset=None):
         """The plan of `epoch` (default: the epoch last started, or next).

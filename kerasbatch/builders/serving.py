@@ -57,6 +57,10 @@ def builder_of(dataset):
         ) from None
 
 
+#: The attributes of a builder's own bookkeeping of its built datasets.
+_BOOKKEEPING = frozenset({"_state", "_datasets", "_copies", "_latest", "_engine"})
+
+
 class Serving:
     """The datasets a builder built, and their epochs (a mixin of every
     builder; see the module docstring)."""
@@ -99,7 +103,22 @@ class Serving:
         self._datasets[dataset] = _SERVING[dataset] = served
         self._copies[id(served)] = served
         self._latest = served
+        self._keep_settings_only()
         return dataset
+
+    def _keep_settings_only(self):
+        """After a build, the builder keeps its settings (and the public
+        description of the latest build, such as `resolved_boundaries`),
+        not the build's data, plans, caches and locks: those stay with the
+        copy that serves the dataset. Its private attributes return to
+        those of a fresh builder of the same arguments."""
+        fresh = vars(type(self)(**self._arguments()))
+        for key in list(vars(self)):
+            if key.startswith("_") and key not in _BOOKKEEPING:
+                if key in fresh:
+                    setattr(self, key, fresh[key])
+                else:
+                    delattr(self, key)
 
     def _serving(self, dataset=None):
         """The copy serving `dataset` (default: the latest build), or self

@@ -61,8 +61,10 @@ class Settings(Configurable):
         self.shuffle = checks.checked_bool(shuffle, "shuffle")
         if seed is None:
             seed = int(np.random.SeedSequence().entropy % (2**31))
-        if not checks.is_int(seed) or seed < 0:
-            raise ValueError(f"seed must be a non-negative int or None, got {seed!r}.")
+        if not checks.is_int(seed) or not 0 <= seed < 2**63:
+            raise ValueError(
+                f"seed must be an int in [0, 2**63) (an int64) or None, got {seed!r}."
+            )
         self.seed = int(seed)
         self.remainder = remainders_lib.checked(
             remainder, checks.checked_bool(drop_remainder, "drop_remainder"), type(self)
@@ -222,6 +224,13 @@ class Settings(Configurable):
         if self.overflow == "truncate" or not len(too_long):
             return everything, self.max_length, 0
         if self.overflow == "drop":
+            if len(too_long) == len(lengths):
+                raise ValueError(
+                    f"max_length={self.max_length} with overflow='drop' drops "
+                    f"every element: all {len(lengths)} are longer (the "
+                    f"shortest is {lengths.min()}). Raise max_length, or set "
+                    "overflow='truncate' to cut them."
+                )
             return np.setdiff1d(everything, too_long), plan_lib.NO_LIMIT, len(too_long)
         first = too_long[0]
         raise ValueError(

@@ -426,6 +426,15 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         paddings and buckets; returns the batches per epoch (None where
         unknown, `INFINITE` for infinite input)."""
         self._check_filler_weights("y" in elements.roles)
+        if self.output_lengths:
+            outputs.check_length_names(
+                elements.keys[0],
+                [
+                    c.name
+                    for c in elements.components
+                    if c.role == "x" and c.is_sequence
+                ],
+            )
         if self.output_mask and "y" not in elements.sequence_roles:
             raise ValueError(
                 "output_mask=True needs per-frame targets, but the elements "
@@ -622,11 +631,6 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                     f"{cardinality} elements; pass one length per element."
                 )
             candidates, limit, _ = self._apply_overflow(lengths)
-            if not len(candidates):
-                raise ValueError(
-                    f"No element left: all are longer than max_length="
-                    f"{self.max_length} and overflow='drop'."
-                )
             cut = np.minimum(lengths, limit)[candidates]
             boundaries = self._resolve_boundaries(cut)
             last_upper = self.max_length if self.max_length is not None else cut.max()

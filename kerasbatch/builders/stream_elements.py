@@ -290,7 +290,7 @@ def _as_array(value, where, index):
             f"Element {index} of the source has {where} {_structure(value)}; "
             "each of x, y and sample_weight is one array or a dict of arrays."
         )
-    if _is_sparse(value):
+    if sources.is_sparse(value):
         raise TypeError(
             f"Element {index} of the source has a sparse {where}; pass dense arrays."
         )
@@ -307,10 +307,6 @@ def _is_flat_list(value):
     return isinstance(value, list) and all(
         isinstance(item, int | float | np.number | list) for item in value
     )
-
-
-def _is_sparse(value):
-    return type(value).__name__ in ("SparseTensor", "SparseTensorValue")
 
 
 def _structure(value):

@@ -256,8 +256,6 @@ class WindowBuilder(Builder):
             self.drop_remainder,
         )
         if len(splits) == 1:
-            if not len(candidates):
-                raise ValueError("No window: overflow='drop' dropped every element.")
             raise ValueError(
                 f"No window: {len(candidates)} elements cannot fill a "
                 f"window of size {self.size} with stride {self.stride}; keep "
