@@ -16,6 +16,7 @@ import tensorflow as tf
 from keras import ops
 
 import kerasbatch
+from kerasbatch.builders import builder_of
 from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency, Throughput
 from kerasbatch.io import TFRecordLoader, write_dataset
 
@@ -494,3 +495,25 @@ def test_tuner_trials_report_the_validation_padding_efficiency(tmp_path):
     assert history.history["val_padding_efficiency"] == [
         builder.statistics(dataset=val).padding_efficiency
     ]
+
+
+@pytest.mark.parametrize("engine", ["tf.data", "grain", "python"])
+def test_a_builder_keeps_only_its_settings_after_build(engine):
+    builder = kerasbatch.BucketBuilder(boundaries=[8, 14], batch_size=4, seed=0)
+    train = builder.build(sequences(TRAIN_LENGTHS, 1), engine=engine)
+    fresh = kerasbatch.BucketBuilder(boundaries=[8, 14], batch_size=4, seed=0)
+    assert builder._prepared is None and builder._order is None
+    assert set(vars(builder)) - set(vars(fresh)) <= {
+        "resolved_boundaries",
+        "resolved_batch_sizes",
+        "bucket_counts",
+        "bucket_lengths",
+    }
+    # Everything about the build is read from the copy that serves it.
+    assert builder.statistics().num_elements == len(TRAIN_LENGTHS)
+    assert builder.lengths.tolist() == list(TRAIN_LENGTHS)
+    assert builder.longest_element(0) is not None
+    assert builder_of(train)._prepared is not None
+    stream = kerasbatch.StreamBucketBuilder(boundaries=[8], batch_size=4)
+    stream.build(sequences(TRAIN_LENGTHS, 1), engine="grain")
+    assert stream._elements is None and not hasattr(stream, "_source")
