@@ -112,7 +112,7 @@ def assert_named_damage(path, compression, counts=True):
     file = re.escape(os.path.join(path, NAME))
     with pytest.raises(
         tf.errors.InvalidArgumentError,
-        match=rf"TFRecord file\] \[{file}\] \[is corrupt or truncated",
+        match=rf"TFRecord file {file} is corrupt or truncated at record \d+ \(",
     ):
         read(path, compression, "raise", counts)
     labels, damaged, lost = read(path, compression, "skip", counts)
@@ -166,6 +166,60 @@ def test_cuts_at_every_offset_without_record_counts_are_found(originals, compres
         labels, lost = assert_named_damage(path, compression, counts=False)
         assert labels == list(range(len(labels))) and lost >= 1
         shutil.rmtree(path)
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+@pytest.mark.parametrize("counts", [True, False])
+def test_a_damage_warning_states_a_lost_count_only_where_it_is_known(
+    originals, compression, counts, capfd
+):
+    """With record_counts the warning gives the exact count; without them
+    (where 3, 6 or 5 records were lost) it names the records lost, the rest
+    of the file from the first one not read, and states no number."""
+    _, data = originals[compression]
+    path = damaged_copy(originals, compression, data[: len(data) * 2 // 3], counts)
+    capfd.readouterr()
+    labels, damaged, lost = read(path, compression, "skip", counts)
+    warning = capfd.readouterr().err
+    file = os.path.join(path, NAME)
+    assert damaged == 1 and labels == list(range(len(labels)))
+    start = f"kerasbatch: TFRecord file {file} is corrupt or truncated at record "
+    assert warning.count(start) == 1 and "\\" not in warning
+    (line,) = [line for line in warning.splitlines() if line.startswith(start)]
+    assert line.startswith(f"{start}{len(labels)} (")
+    if counts:
+        assert lost == NUM_RECORDS - len(labels)
+        assert line.endswith(f"): lost {lost} record(s).")
+    else:
+        assert lost == 1  # a lower bound: the damaged stretches
+        assert line.endswith(
+            f"): lost the rest of the file from record {len(labels)} (how many "
+            "records that is cannot be known without record_counts in the "
+            "manifest)."
+        )
+        assert "lost 1 " not in line
+
+
+def test_a_warning_without_counts_names_a_damaged_stretch_and_what_was_kept(
+    originals, capfd
+):
+    path, data = originals[None]
+    offsets = [0]
+    for _, record in scan_records(os.path.join(path, NAME)):
+        offsets.append(offsets[-1] + len(record) + 16)
+    data = bytearray(data)
+    data[offsets[4] + 14] ^= 0x01  # record 4's data
+    path = damaged_copy(originals, None, bytes(data), counts=False)
+    capfd.readouterr()
+    labels, damaged, lost = read(path, None, "skip", counts=False)
+    warning = capfd.readouterr().err
+    assert labels == [i for i in range(NUM_RECORDS) if i != 4] and lost == 1
+    assert (
+        f"filling {offsets[4]} of its {len(data)} bytes): lost what 1 damaged "
+        "stretch(es) of bytes held from record 4 on (how many records that is "
+        "cannot be known without record_counts in the manifest), kept 7 record(s) "
+        "after the damage." in warning
+    )
 
 
 # --------------------------------------------------------------- bit flips

@@ -165,8 +165,10 @@ class TFRecordLoader:
 
         Exact when the manifest has `record_counts` (`write_dataset` writes
         them); else the number of damaged stretches, at least 1 per damaged
-        file. Records that were read but do not match the manifest are
-        `skipped_records` instead.
+        file: a lower bound, since how many records a damaged stretch held
+        cannot be known without the counts (the warning then says "the rest
+        of the file from record N" instead of a number). Records that were
+        read but do not match the manifest are `skipped_records` instead.
         """
         return int(self._lost.numpy())
 

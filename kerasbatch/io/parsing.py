@@ -353,7 +353,8 @@ class DatasetCheck:
             `record_counts`).
         lost_records: `{file: records lost}` of each damaged file: exact
             when the manifest has `record_counts`, else the number of damaged
-            stretches (at least 1).
+            stretches (at least 1), a lower bound: how many records a damaged
+            stretch held cannot be known without the counts.
     """
 
     num_records: int

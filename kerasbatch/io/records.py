@@ -22,7 +22,6 @@ cost one small op per block of 1024 records.
 """
 
 import os
-import sys
 import zlib
 
 import numpy as np
@@ -81,7 +80,10 @@ def read_file_records(
             each damaged file.
         lost_records: an int64 `tf.Variable` that `"skip"` adds the records
             lost in each damaged file to: exact with `num_records`, else the
-            number of damaged stretches (at least 1 per damaged file).
+            number of damaged stretches (at least 1 per damaged file), a
+            lower bound, since how many records a stretch held cannot be
+            known without the counts (the warning then names the records
+            lost, "the rest of the file from record N", without a number).
         python_checks: allow the Python parts (a zlib stream's check, the
             scan past damage in an uncompressed file), which run only at a
             file's end and for damaged files. Without them (e.g. for the
@@ -119,7 +121,7 @@ def read_file_records(
     >>> try:
     ...     list(records)
     ... except tf.errors.InvalidArgumentError as error:
-    ...     print("part-00000-of-00001.tfrecords] [is corrupt or truncated" in str(error))
+    ...     print("part-00000-of-00001.tfrecords is corrupt or truncated" in str(error))
     True
     >>> damaged, lost = tf.Variable(0, dtype=tf.int64), tf.Variable(0, dtype=tf.int64)
     >>> records = read_file_records(file, None, file_size=size, num_records=3,
@@ -302,14 +304,11 @@ class _EndCheck:
         )
 
         def describe():
-            parts = [
-                "(read ",
-                tf.strings.as_string(read_records),
-                " records",
-            ]
+            """What was read, and what the file should hold, in parentheses."""
+            parts = ["(", tf.strings.as_string(read_records), " records read"]
             if self.compression is None:
                 parts += [
-                    " filling ",
+                    ", filling ",
                     tf.strings.as_string(read_bytes),
                     " of its ",
                     tf.strings.as_string(stream_size),
@@ -320,24 +319,14 @@ class _EndCheck:
                     ", ",
                     tf.strings.as_string(read_bytes),
                     f" bytes of its {self.compression} stream",
-                    tf.where(
-                        tf.equal(stream_size, _UNKNOWN),
-                        "",
-                        tf.strings.join(
-                            [
-                                ", which holds ",
-                                tf.strings.as_string(stream_size),
-                                " (mod 2**32)" if self.compression == "gzip" else "",
-                            ]
-                        ),
-                    ),
+                    self._stream_text(stream_size),
                 ]
             parts += [
                 tf.where(
                     known,
                     tf.strings.join(
                         [
-                            "; the manifest's record_counts gives it ",
+                            "; record_counts in the manifest gives it ",
                             tf.strings.as_string(self.num_records),
                         ]
                     ),
@@ -347,49 +336,126 @@ class _EndCheck:
             ]
             return tf.strings.join(parts)
 
-        if self.on_damage == "raise":
-            text = tf.cond(damaged, describe, lambda: tf.constant(""))
-            check = tf.debugging.Assert(
-                tf.logical_not(damaged),
+        def damage_text():
+            return tf.strings.join(
                 [
-                    "TFRecord file",
+                    "TFRecord file ",
                     self.file,
-                    "is corrupt or truncated at record",
-                    read_records,
-                    text,
-                    ": TFRecordLoader(on_error=`skip`) counts such files and "
-                    "keeps their intact records, TFRecordLoader.check() lists "
-                    "every problem",
-                ],
-                summarize=1,
+                    " is corrupt or truncated at record ",
+                    tf.strings.as_string(read_records),
+                    " ",
+                    describe(),
+                ]
             )
+
+        if self.on_damage == "raise":
+            text = tf.cond(
+                damaged,
+                lambda: tf.strings.join(
+                    [
+                        damage_text(),
+                        ": TFRecordLoader(on_error=skip) counts such files and "
+                        "keeps their intact records, and TFRecordLoader.check() "
+                        "lists every problem",
+                    ]
+                ),
+                lambda: tf.constant(""),
+            )
+            check = tf.debugging.Assert(tf.logical_not(damaged), [text])
         else:
             check = tf.cond(
                 damaged,
-                lambda: self._count(read_records, lost, recovered, describe()),
+                lambda: self._count(
+                    read_records, lost, known, recovered, regions, damage_text()
+                ),
                 tf.no_op,
             )
         with tf.control_dependencies([check]):
             return tf.identity(recovered)
 
-    def _count(self, read_records, lost, recovered, text):
+    def _stream_text(self, stream_size):
+        """What a compressed file's stream should hold, as far as is known."""
+        if self.compression == "gzip":
+            return tf.where(
+                tf.equal(stream_size, _UNKNOWN),
+                "",
+                tf.where(
+                    tf.equal(stream_size, _WRONG),
+                    ", in a file too short for a gzip trailer",
+                    tf.strings.join(
+                        [
+                            ", while the last 4 bytes of the file (the trailer "
+                            "of a whole gzip file) give ",
+                            tf.strings.as_string(stream_size),
+                            " (mod 2**32)",
+                        ]
+                    ),
+                ),
+            )
+        return tf.where(
+            tf.equal(stream_size, _UNKNOWN),
+            "",
+            tf.where(
+                tf.equal(stream_size, _WRONG),
+                ", a stream that is cut short or fails its checksum",
+                tf.strings.join(
+                    [", which holds ", tf.strings.as_string(stream_size), " bytes"]
+                ),
+            ),
+        )
+
+    def _count(self, read_records, lost, known, recovered, regions, text):
+        """Counts the damaged file and its lost records, and warns on stderr.
+
+        Without the manifest's `record_counts` the number of records lost is
+        unknown, so the warning names what was lost instead of a number.
+        """
         updates = [self.damaged_files.assign_add(1)]
         if self.lost_records is not None:
             updates.append(self.lost_records.assign_add(lost))
+        kept = tf.size(recovered, out_type=tf.int64)
+        kept_text = tf.where(
+            tf.equal(kept, 0),
+            "",
+            tf.strings.join(
+                [", kept ", tf.strings.as_string(kept), " record(s) after the damage"]
+            ),
+        )
+        unknown = (
+            " (how many records that is cannot be known without record_counts "
+            "in the manifest)"
+        )
+        lost_text = tf.where(
+            known,
+            tf.strings.join(
+                ["lost ", tf.strings.as_string(lost), " record(s)", kept_text]
+            ),
+            tf.where(
+                tf.equal(kept, 0),
+                tf.strings.join(
+                    [
+                        "lost the rest of the file from record ",
+                        tf.strings.as_string(read_records),
+                        unknown,
+                    ]
+                ),
+                tf.strings.join(
+                    [
+                        "lost what ",
+                        tf.strings.as_string(regions),
+                        " damaged stretch(es) of bytes held from record ",
+                        tf.strings.as_string(read_records),
+                        " on",
+                        unknown,
+                        kept_text,
+                    ]
+                ),
+            ),
+        )
+        message = tf.strings.join(["kerasbatch: ", text, ": ", lost_text, "."])
         with tf.control_dependencies(updates):
-            return tf.print(
-                "kerasbatch: TFRecord file",
-                self.file,
-                "is corrupt or truncated at record",
-                read_records,
-                text,
-                "- lost",
-                lost,
-                "record(s), kept",
-                tf.size(recovered),
-                "after the damage",
-                output_stream=sys.stderr,
-            )
+            # PrintV2 prints the text as it is (tf.print quotes and escapes it)
+            return tf.raw_ops.PrintV2(input=message, output_stream="stderr", end="\n")
 
 
 def _recover_op(file, offset):
