@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -359,6 +360,85 @@ def test_build_for_a_model_and_fit(token_dir):
     assert int(dataset.cardinality()) == 3  # exact with the length index
     history = model.fit(dataset, epochs=2, verbose=0, shuffle=False)
     assert len(history.history["loss"]) == 2
+
+
+SHUFFLE = {
+    "num_shuffle_buffer_elements": 12,
+    "num_filenames_shuffle_buffer": 2,
+    "num_mix_files": 2,
+}
+
+
+def fixed_records(count=12):
+    """Record i: tokens `[100 i, 100 i + 1, 100 i + 2]`, label i."""
+    return [
+        {"tokens": np.arange(100 * i, 100 * i + 3), "label": np.int64(i)}
+        for i in range(count)
+    ]
+
+
+def fit_warnings(model, dataset, epochs=2):
+    """The messages of the warnings `model.fit` gives."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        history = model.fit(dataset, epochs=epochs, verbose=0)
+    assert len(history.history["loss"]) == epochs
+    return [str(warning.message) for warning in caught]
+
+
+@pytest.mark.parametrize(
+    "overrides, num_batches",
+    [
+        ({}, 3),  # 12 records in batches of 4
+        ({"target_batch_size": 5}, 3),
+        ({"target_batch_size": 5, "drop_remainder": True}, 2),
+        ({"target_batch_size": 5, "epochs": 2}, 5),  # 24 records
+        ({"target_batch_size": 5, "padding": False, "multi_load": True}, 3),
+        ({"target_batch_size": 5, "shuffle": True, "seed": 1, **SHUFFLE}, 3),
+    ],
+)
+def test_record_counts_give_the_exact_cardinality(token_dir, overrides, num_batches):
+    """Without lengths, the manifest's record_counts give the number of
+    batches, so model.fit knows each epoch's length and does not warn that
+    the input ran out of data."""
+    if overrides.get("multi_load"):  # fixed-length records
+        write_dataset(token_dir, fixed_records(), num_shards=2, overwrite=True)
+    loader = TFRecordLoader(**config(token_dir, **overrides))
+    model = make_model()
+    dataset = loader.build(model)
+    assert int(dataset.cardinality()) == num_batches
+    assert len(list(dataset)) == num_batches
+    messages = fit_warnings(model, dataset)
+    assert not [m for m in messages if "ran out of data" in m], messages
+
+
+def test_without_record_counts_the_cardinality_is_unknown_until_lengths(token_dir):
+    manifest = kerasbatch.io.load_manifest(token_dir)
+    dataclasses.replace(manifest, record_counts=None).save(token_dir)
+    loader = TFRecordLoader(**config(token_dir))
+    model = make_model()
+    dataset = loader.build(model)
+    assert int(dataset.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    dataset = loader.build(model, lengths=loader.lengths(model, verbose=0))
+    assert int(dataset.cardinality()) == 3
+    messages = fit_warnings(model, dataset)
+    assert not [m for m in messages if "ran out of data" in m], messages
+
+
+def test_skipping_loaders_and_windows_leave_the_cardinality_unknown(token_dir):
+    """Skipped records or random windows change the number of batches."""
+    for overrides in (
+        {"on_error": "skip"},
+        {"type": "discrete_sequence", "min_window": 1, "max_window": 2},
+        {"epochs": None},
+    ):
+        dataset = TFRecordLoader(**config(token_dir, **overrides)).build(
+            inputs=["x"], outputs=["y"]
+        )
+        assert int(dataset.cardinality()) in (
+            tf.data.UNKNOWN_CARDINALITY,
+            tf.data.INFINITE_CARDINALITY,
+        )
 
 
 def test_lengths_describe_one_pass(token_dir):

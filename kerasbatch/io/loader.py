@@ -259,9 +259,14 @@ class TFRecordLoader:
                 can serve a training and a validation loader.
             lengths: every element's length, from `lengths()` (the length-index
                 pass): the dataset's exact cardinality (with `epochs` 1), and a
-                builder's "auto" boundaries. Without it the cardinality is
-                unknown and Keras warns "Your input ran out of data" at the end
-                of the first epoch (harmless: it then knows the epoch's length).
+                builder's "auto" boundaries. Without it, the loader's own
+                batches (no builder) of an `independent` loader with
+                `on_error="raise"` and `epochs` set still have their exact
+                number, from the manifest's `record_counts` (`write_dataset`
+                writes them, `kerasbatch.io.add_record_counts` adds them);
+                otherwise (a builder, a sequence loader, skipped records, no
+                counts) the cardinality is unknown and Keras warns "Your input
+                ran out of data" at the end of each epoch: pass `lengths`.
 
         Returns:
             A dataset of `(inputs, targets)` batches, or of `inputs` alone
@@ -295,8 +300,12 @@ class TFRecordLoader:
         dataset = self._batch(self._elements(manifest, files, plan), plan)
         dataset = dataset.map(pack)
         if lengths is not None:
+            num_batches = self._num_batches(len(lengths))
+        else:
+            num_batches = self._counted_batches(manifest, files)
+        if num_batches is not None:
             dataset = dataset.apply(
-                tf.data.experimental.assert_cardinality(self._num_batches(len(lengths)))
+                tf.data.experimental.assert_cardinality(num_batches)
             )
         if self.config["num_prefetch"]:
             dataset = dataset.prefetch(self.config["num_prefetch"])
@@ -574,6 +583,28 @@ class TFRecordLoader:
             deterministic=not c["sloppy_interleave"],
         )
         return parsed.map(rename)
+
+    def _counted_batches(self, manifest, files):
+        """The number of batches from the manifest's `record_counts`, or None
+        where it is not known: without counts for every file, for windows
+        (sequence loaders), records that may be skipped, endless epochs.
+
+        With `on_error="raise"` a file whose records differ from its count
+        fails when read, so the number is exact whenever the data is read
+        whole.
+        """
+        c = self.config
+        if (
+            c["type"] != "independent"
+            or c["on_error"] != "raise"
+            or c["epochs"] is None
+        ):
+            return None
+        path = _manifest_path(c["dataset"])
+        counts = [manifest.records_in(file, path) for file in files]
+        if any(count is None for count in counts):
+            return None
+        return self._num_batches(sum(counts) * c["epochs"])
 
     def _num_batches(self, num_elements):
         size = self.config["target_batch_size"]
