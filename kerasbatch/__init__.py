@@ -30,6 +30,7 @@ _KERAS_NAMES = {
     "Padding": "kerasbatch.padding",
     "Reducer": "kerasbatch.reducers",
     "analyze": "kerasbatch.analysis",
+    "restore_order": "kerasbatch.restore",
 }
 _KERAS_MODULES = (
     "analysis",
@@ -41,6 +42,7 @@ _KERAS_MODULES = (
     "losses",
     "plotting",
     "reducers",
+    "restore",
     "tuner",
 )
 #: Imported on first use only: it needs TensorFlow.
@@ -90,6 +92,7 @@ if not _DEFERRED:
         losses,
         plotting,
         reducers,
+        restore,
         tuner,
     )
     from kerasbatch.analysis import Analysis, analyze  # noqa: F401
@@ -105,6 +108,7 @@ if not _DEFERRED:
     )
     from kerasbatch.padding import Padding  # noqa: F401
     from kerasbatch.reducers import Reducer  # noqa: F401
+    from kerasbatch.restore import restore_order  # noqa: F401
 
 
 def __getattr__(name):
@@ -157,5 +161,7 @@ __all__ = [
     "plotting",
     "reducers",
     "remainders",
+    "restore",
+    "restore_order",
     "tuner",
 ]

@@ -282,6 +282,9 @@ class PackedBuilder(PlannedBuilder):
         return real * num_components, padded * num_components
 
     # --------------------------------------------------------------- pipeline
+    def _lengths_vary(self):
+        return False  # every row is sequence_length long
+
     def _numpy_batch_function(self):
         return _NumpyPackRows(self)
 

@@ -129,6 +129,7 @@ class PlannedBuilder(SharedSettings):
         engine's, `kerasbatch.engines.python_options`)."""
         if engine == "tf.data":
             return self._make_dataset()
+        engines.check_shapes_for_keras(engine, self._lengths_vary())
         if engine == "python":
             from kerasbatch.engines import python
 
@@ -136,6 +137,14 @@ class PlannedBuilder(SharedSettings):
         from kerasbatch.engines import grain
 
         return grain.PlannedIterDataset(self)
+
+    def _lengths_vary(self):
+        """Whether batches of the first epochs differ in a sequence length."""
+        return any(
+            len(np.unique(self.plan(epoch).padded_lengths[:, column])) > 1
+            for epoch in (0, 1)
+            for column in range(self.plan(epoch).padded_lengths.shape[1])
+        )
 
     def _numpy_batch_function(self):
         """The numpy engines' `(plan, index) -> batch` (subclass hook)."""

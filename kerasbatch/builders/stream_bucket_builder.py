@@ -411,6 +411,10 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 "or use engine='grain', with which Keras learns the number of "
                 "steps in the first epoch."
             )
+        engines.check_shapes_for_keras(
+            engine,
+            any(self._paddings[name].fixed_length is None for name in self._paddings),
+        )
         self._source = source
         self._shardable = None
         if engine == "python":

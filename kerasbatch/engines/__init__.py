@@ -81,3 +81,29 @@ def python_options(engine, workers=None, use_multiprocessing=None, max_queue_siz
             "in parallel)."
         )
     return options
+
+
+def check_shapes_for_keras(engine, lengths_vary):
+    """Warns where Keras cannot take a numpy engine's batches: on the
+    TensorFlow backend, Keras reads a Grain dataset's or a `PyDataset`'s
+    shapes from its first 2 batches (`data_adapter_utils`, Keras 3.15) and
+    fails on a later batch of another length, inside its `tf.data`
+    pipeline. Iterating the dataset in Python is not affected.
+    `lengths_vary`: whether the batches' sequence lengths may differ."""
+    import warnings
+
+    import keras
+
+    if engine == "tf.data" or not lengths_vary:
+        return
+    if keras.backend.backend() != "tensorflow":
+        return
+    warnings.warn(
+        f"On the TensorFlow backend, Keras reads the batch shapes of a "
+        f"{'Grain dataset' if engine == 'grain' else 'PyDataset'} from its "
+        "first 2 batches and fails on a later batch of another length, and "
+        "these batches differ in length: for model.fit, evaluate or predict "
+        "on TensorFlow, build with engine='tf.data' (the same batches, bit "
+        "for bit), or pad every batch to one length (Padding(length=...)).",
+        stacklevel=4,
+    )
