@@ -8,7 +8,9 @@ it is a variable-length sequence, and how it is stored (`int`, `float`,
 into tensors inside `tf.data` (`make_batch_parser` batches of them, faster),
 and `check_dataset` finds every record that does not match its manifest;
 `add_record_counts` stores each file's number of records in a manifest
-written without them, so that readers find any file cut short.
+written without them, so that readers find any file cut short;
+`error_message` gives the plain message of a check that failed inside a
+pipeline (in `model.fit`).
 `TFRecordLoader` is seed 001's batch loader: `independent`,
 `continuous_sequence` and `discrete_sequence` loaders that build `(inputs,
 targets)` datasets for `model.fit`, batched by the seed's rules or by a
@@ -27,6 +29,7 @@ from kerasbatch.io.manifest import (
 from kerasbatch.io.parsing import (
     DatasetCheck,
     check_dataset,
+    error_message,
     make_batch_parser,
     make_parser,
     parse_batches,
@@ -46,6 +49,7 @@ __all__ = [
     "TFRecordLoader",
     "add_record_counts",
     "check_dataset",
+    "error_message",
     "load_manifest",
     "make_batch_parser",
     "make_parser",

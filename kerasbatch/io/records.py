@@ -259,13 +259,17 @@ class _EndCheck:
             known = tf.debugging.Assert(
                 self.num_records >= 0,
                 [
-                    "TFRecord file",
-                    self.file,
-                    "is zlib-compressed and has no record_counts in the "
-                    "manifest, so its end cannot be checked here (where no "
-                    "Python runs, e.g. a tf.data service worker) and records "
-                    "lost to damage would go unnoticed: add the counts with "
-                    "kerasbatch.io.add_record_counts(data_dir)",
+                    tf.strings.join(
+                        [
+                            "TFRecord file ",
+                            self.file,
+                            " is zlib-compressed and has no record_counts in the "
+                            "manifest, so its end cannot be checked here (where "
+                            "no Python runs, e.g. a tf.data service worker) and "
+                            "records lost to damage would go unnoticed: add the "
+                            "counts with kerasbatch.io.add_record_counts(data_dir)",
+                        ]
+                    )
                 ],
             )
             with tf.control_dependencies([known]):
@@ -644,8 +648,13 @@ def _existence_check(file):
     return tf.debugging.Assert(
         tf.size(tf.io.matching_files(literal)) > 0,
         [
-            "TFRecord file",
-            file,
-            "does not exist: it was deleted or moved after the dataset was built",
+            tf.strings.join(
+                [
+                    "TFRecord file ",
+                    file,
+                    " does not exist: it was deleted or moved after the dataset "
+                    "was built",
+                ]
+            )
         ],
     )

@@ -38,13 +38,15 @@ def continuous_windows(records, file, seed, min_window, max_window, stride):
             tf.debugging.Assert(
                 tf.equal(other, total),
                 [
-                    "continuous_sequence: in file",
-                    file,
-                    f"feature {name!r} has",
-                    other,
-                    f"positions but {names[0]!r} has",
-                    total,
-                    "; all selected features must be equally long on axis 0",
+                    _text(
+                        "continuous_sequence: in file ",
+                        file,
+                        f", feature `{name}` has ",
+                        other,
+                        f" positions but `{names[0]}` has ",
+                        total,
+                        ", and all selected features must be equally long on axis 0",
+                    )
                 ],
             )
         )
@@ -151,10 +153,25 @@ def _check_long_enough(total, min_window, file, unit):
     return tf.debugging.Assert(
         total >= min_window,
         [
-            "file",
-            file,
-            "has",
-            total,
-            f"{unit}, fewer than min_window={min_window}: no window fits in it",
+            _text(
+                "file ",
+                file,
+                " has ",
+                total,
+                f" {unit}, fewer than min_window={min_window}, so no window fits in it",
+            )
         ],
+    )
+
+
+def _text(*parts):
+    """One string tensor of strings and tensors: an Assert prints it as one
+    sentence (a list of parts prints each in brackets)."""
+    return tf.strings.join(
+        [
+            part
+            if isinstance(part, str) or part.dtype == tf.string
+            else tf.strings.as_string(part)
+            for part in parts
+        ]
     )
