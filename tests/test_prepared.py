@@ -98,8 +98,8 @@ def test_every_builder_plans_from_a_frozen_value_of_its_build(make, prepared_typ
 
 def test_chunks_too_short_are_counted_in_the_value_not_in_the_builder():
     builder = kerasbatch.ChunkBuilder(4, min_chunk_size=3, batch_size=8)
-    builder.build(sequences([4, 5, 9]))  # chunks 4 | 4 1 | 4 4 1
-    value = builder._prepared
+    dataset = builder.build(sequences([4, 5, 9]))  # chunks 4 | 4 1 | 4 4 1
+    value = kerasbatch.builders.builder_of(dataset)._prepared  # the build's
     assert value.policy_dropped == 2  # the two chunks of 1 frame
     assert len(value.candidates) == 4
     assert value.paddings["x"].length == 4
