@@ -119,16 +119,14 @@ class StreamIterator(grain.DatasetIterator):
         self._epoch = self._batches = None
 
     def __next__(self):
-        dataset = self._dataset
+        stream = self._dataset._stream
         if self._batches is None:
-            self._epoch = dataset._state.start()
-            dataset._counters.begin_epoch(self._epoch)
-            self._batches = dataset._stream.epoch(self._epoch)
+            self._epoch, self._batches = stream.start()
         try:
             return next(self._batches)
         except StopIteration:
             if self._epoch is not None:
-                dataset._state.finish(self._epoch)
+                stream.finish(self._epoch)
                 self._epoch = None  # finished once
             raise
 
@@ -176,19 +174,15 @@ class StreamDataset(grain.IterDataset):
         from kerasbatch.engines import numpy_stream
 
         super().__init__()
-        served._counters = numpy_stream.new_counters(served)
         self._stream = numpy_stream.StreamBatches(served, source)
-        self._state = served._state
-        self._counters = served._counters
-        self._num_batches = served._num_batches
 
     def __len__(self):
-        if self._num_batches is None:
+        if self._stream.num_batches is None:
             raise TypeError(
                 "This stream's number of batches is unknown: pass "
                 "build(source, lengths=...) for it."
             )
-        return self._num_batches
+        return self._stream.num_batches
 
     def __iter__(self):
         return StreamIterator(self)

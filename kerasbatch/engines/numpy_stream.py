@@ -207,10 +207,25 @@ class StreamBatches:
     """
 
     def __init__(self, served, source):
+        served._counters = counters_lib.StreamCounters(
+            len(served._elements.sequence_names)
+        )
         self._served = served
         self._source = source
         self._elements = served._elements
         self._num_sequences = len(self._elements.sequence_positions)
+        self.num_batches = served._num_batches  # None where unknown
+
+    def start(self):
+        """A pass over the source starts: `(its epoch, its batches)`. The
+        epoch is the dataset's next one, and the statistics restart."""
+        epoch = self._served._state.start()
+        self._served._counters.begin_epoch(epoch)
+        return epoch, self.epoch(epoch)
+
+    def finish(self, epoch):
+        """A pass yielded its last batch: the next one is `epoch + 1`."""
+        self._served._state.finish(epoch)
 
     def epoch(self, epoch):
         """Every batch of `epoch` (numpy elements), counted into the
@@ -436,8 +451,3 @@ def _check_rows(bad, index, value, template):
     if bad.any():
         first = int(np.argmax(bad))
         raise ValueError(template.format(index[first], value[first]))
-
-
-def new_counters(served):
-    """Fresh counters for a stream on a numpy engine."""
-    return counters_lib.StreamCounters(len(served._elements.sequence_names))

@@ -255,11 +255,8 @@ class StreamDataset(keras.utils.PyDataset):
         from kerasbatch.engines import numpy_stream
 
         super().__init__()
-        served._counters = numpy_stream.new_counters(served)
         self._stream = numpy_stream.StreamBatches(served, source)
-        self._state = served._state
-        self._counters = served._counters
-        self._num_batches = served._num_batches
+        self._num_batches = self._stream.num_batches
         self._batches = None  # the running pass over the source
         self._made = 0
 
@@ -276,9 +273,7 @@ class StreamDataset(keras.utils.PyDataset):
                 f"batch {index} is out of range for {self._num_batches} batches."
             )
         if self._batches is None:
-            self._epoch = self._state.start()
-            self._counters.begin_epoch(self._epoch)
-            self._batches = self._stream.epoch(self._epoch)
+            self._epoch, self._batches = self._stream.start()
             self._made = 0
         batch = next(self._batches, None)
         if batch is None:
@@ -290,7 +285,7 @@ class StreamDataset(keras.utils.PyDataset):
         if self._made == self._num_batches:
             next(self._batches, None)  # the checks at the source's end
             self._batches = None
-            self._state.finish(self._epoch)
+            self._stream.finish(self._epoch)
         return batch
 
     def on_epoch_begin(self):
