@@ -249,14 +249,27 @@ class EpochOrder:
         return indices, splits
 
 
+#: The alignment at which TensorFlow reads a numpy buffer in place.
+_ALIGNMENT = 64
+
+
 def compact(values):
-    """Non-negative int `values` as int32 when they fit (else int64)."""
+    """Non-negative int `values` as int32 when they fit (else int64).
+
+    A converted array starts on a 64-byte boundary, as
+    `kerasbatch.sources.aligned_empty` allocates: TensorFlow can read it in
+    place (the `tf.data` engine's tensors of an order share its memory).
+    """
     values = np.asarray(values)
     if values.dtype == np.int32:
         return values
     if len(values) and values.max() >= 2**31:
         return values.astype(np.int64, copy=False)
-    return values.astype(np.int32)
+    raw = np.empty(values.size * 4 + _ALIGNMENT, np.uint8)
+    offset = -raw.ctypes.data % _ALIGNMENT
+    out = raw[offset : offset + values.size * 4].view(np.int32).reshape(values.shape)
+    out[...] = values
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

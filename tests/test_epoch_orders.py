@@ -27,14 +27,30 @@ from kerasbatch import plan as plan_lib
     shuffle_batches=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
     epoch=st.integers(0, 2**20),
+    chunk_units=st.sampled_from([None, 1, 2, 5]),
+    slice_positions=st.sampled_from([None, 1, 8, 20]),
+    sparse_keys=st.booleans(),
 )
 def test_in_graph_batches_equal_the_numpy_plan(
-    groups, sizes, one_size, remainder, shuffle_units, shuffle_batches, seed, epoch
+    groups,
+    sizes,
+    one_size,
+    remainder,
+    shuffle_units,
+    shuffle_batches,
+    seed,
+    epoch,
+    chunk_units,
+    slice_positions,
+    sparse_keys,
 ):
     units = np.random.default_rng(seed).permutation(len(groups))
+    keys = np.array(groups)
+    if one_size and sparse_keys:  # any keys (sorted batches: lengths)
+        keys = keys * 100_003
     order = orders.EpochOrder.of_groups(
         units,
-        np.array(groups),
+        keys,
         sizes[:1] if one_size else sizes,
         remainder,
         shuffle_units=shuffle_units,
@@ -42,8 +58,23 @@ def test_in_graph_batches_equal_the_numpy_plan(
     )
     indices, splits = order.batches(seed, epoch)
     expected = np.split(indices, splits[1:-1]) if len(splits) > 1 else []
-    graph_order = epochs.GraphOrder(order, seed)
-    rows, row_sizes, capacities = graph_order.batch_rows(tf.constant(epoch, tf.int64))
+    # Units sorted chunk after chunk of groups (chunk_units), the batches
+    # made slice after slice (slice_positions): the same batches.
+    graph_order = epochs.GraphOrder(order, seed, chunk_units, slice_positions)
+    epoch_tensor = tf.constant(epoch, tf.int64)
+    rows, row_sizes, capacities = graph_order.batch_rows(epoch_tensor)
+    ordered, taken = graph_order.epoch(epoch_tensor)
+    size = graph_order.slice_batches
+    sliced = [
+        graph_order.rows(ordered, taken[start : start + size])
+        for start in range(0, order.num_batches, size)
+    ]
+    assert len(sliced) == graph_order.slices
+    for part, whole in enumerate((rows, row_sizes, capacities)):
+        parts = [s[part].numpy() for s in sliced]
+        np.testing.assert_array_equal(
+            whole.numpy(), np.concatenate(parts) if parts else whole.numpy()[:0]
+        )
     # Rows fed: the group's batch size for a padded remainder, the group's
     # largest batch when cut evenly, else the size.
     group_of = dict(zip(units.tolist(), groups, strict=True))
@@ -92,6 +123,37 @@ def test_a_streams_draws_hash_the_same_in_numpy_and_tensorflow():
         actual = epochs.hash31(7, tf.constant(3, tf.int64), graph_stream, 1000)
         np.testing.assert_array_equal(actual.numpy(), expected)
     assert orders.emission_stream(0, 1) != orders.emission_stream(1, 0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    groups=st.lists(st.integers(0, 2**31 - 1), min_size=0, max_size=80)
+    | st.lists(st.integers(0, 9), min_size=0, max_size=80),
+    max_chunks=st.integers(1, 20),
+    chunk_units=st.integers(1, 30),
+)
+def test_chunks_are_runs_of_whole_groups_in_key_order(groups, max_chunks, chunk_units):
+    groups = np.array(groups, np.int64)
+    chunks = epochs.chunks(groups, max_chunks, chunk_units)
+    assert 1 <= len(chunks) <= max(1, min(max_chunks, len(groups) // chunk_units))
+    if not len(groups):
+        assert chunks.tolist() == [[0, 0]]
+        return
+    keys = np.unique(groups)
+    chunk_of_key = np.searchsorted(chunks[:, 0], keys, side="right") - 1
+    # Every key lies in exactly one chunk, and chunks follow in key order.
+    assert (chunks[:, 0] <= chunks[:, 1]).all()
+    assert (chunks[1:, 0] > chunks[:-1, 1]).all()
+    assert chunks[0, 0] == keys[0] and chunks[-1, 1] == keys[-1]
+    assert (chunk_of_key >= 0).all()
+    assert (keys <= chunks[chunk_of_key, 1]).all()
+
+
+def test_the_hash_of_some_indices_is_the_hash_at_those_indices():
+    everything = orders.hash31(7, 3, orders.UNIT_STREAM, 1000)
+    indices = np.array([999, 0, 5, 5, 17])
+    some = epochs.hash31_at(7, tf.constant(3, tf.int64), orders.UNIT_STREAM, indices)
+    np.testing.assert_array_equal(some.numpy(), everything[indices])
 
 
 def test_epochs_and_seeds_give_different_orders():
@@ -165,6 +227,44 @@ def test_every_epoch_yields_its_plan_and_statistics(kind):
             if kind != "chunk":  # chunks carry their sequence's id
                 np.testing.assert_array_equal(ids, planned)
             assert batch_x.shape[1] == padded[0]
+
+
+@pytest.fixture
+def small_chunks_and_slices(monkeypatch):
+    """Orders sorted in chunks of 4 units, epochs made in slices of 24
+    positions (3 batches of 8: a checkpoint after 2 is within a slice):
+    what a million elements do, on 60."""
+    monkeypatch.setattr(epochs, "CHUNK_UNITS", 4)
+    monkeypatch.setattr(epochs, "SLICE_POSITIONS", 24)
+
+
+@pytest.mark.parametrize("kind", sorted(set(GRAPH_BUILDERS) - {"packed", "chunk"}))
+def test_epochs_in_chunks_and_slices_yield_their_plans(kind, small_chunks_and_slices):
+    x, _ = make_sequences(60, max_length=20, min_length=1)
+    builder = GRAPH_BUILDERS[kind]()
+    dataset = builder.build(x, np.arange(60))
+    order = kerasbatch.builders.builder_of(dataset)._epoch_tensors.order
+    assert order.slices > 1
+    if order.order.shuffle_units and not order.one_group:
+        assert len(order.chunks) > 1
+    for epoch in range(2):
+        batches = [tuple(np.asarray(t) for t in batch) for batch in dataset]
+        plan = builder.plan(epoch)
+        assert len(batches) == plan.num_batches == int(dataset.cardinality())
+        for (batch_x, ids), planned, padded in zip(
+            batches, plan.batches(), plan.padded_lengths, strict=True
+        ):
+            np.testing.assert_array_equal(ids, planned)
+            assert batch_x.shape[1] == padded[0]
+
+
+@pytest.mark.parametrize("kind", ["bucket", "sorted"])
+def test_an_iterator_checkpointed_within_a_slice_resumes_with_the_same_batches(
+    kind, tmp_path, small_chunks_and_slices
+):
+    test_an_iterator_checkpointed_mid_epoch_resumes_with_the_same_batches(
+        kind, tmp_path
+    )
 
 
 @pytest.mark.parametrize("kind", GRAPH_BUILDERS)

@@ -377,13 +377,22 @@ class Builder(PlannedBuilder):
             batch_fn = self._batch_function(int(sizes[0]) if len(sizes) == 1 else None)
         with tf.device("/CPU:0"):  # captured by `_batch_arguments`
             prepared = self._prepared
+            paddings = prepared.paddings
+            # Per-element tensors only where a padded length reads them.
             bounds = prepared.element_bounds
+            if not any(_reads(paddings[name], "bucket") for name in paddings):
+                bounds = None
             self._epoch_tensors = tf_data.EpochTensors(
                 order=epochs_lib.GraphOrder(self._order, self.seed),
                 limits=tf_data.per_element(prepared.element_limits),
                 bounds=None if bounds is None else tf_data.per_element(bounds),
                 columns=[
-                    (tf_data.per_element(lengths), prepared.paddings[name])
+                    (
+                        tf_data.per_element(lengths)
+                        if _reads(paddings[name], "batch")
+                        else None,
+                        paddings[name],
+                    )
                     for name, lengths in prepared.component_lengths.items()
                 ],
             )
@@ -396,31 +405,55 @@ class Builder(PlannedBuilder):
     def _numpy_batch_function(self):
         return numpy_batches.BatchFunction(self)
 
+    def _epoch_batches(self, epoch):
+        """The batch function's arguments for every batch of `epoch` (a
+        tensor), as a dataset: the epoch's order computed once, the rows of
+        its batches made slice after slice (`GraphOrder.slices`), so that
+        only one slice of them is in memory."""
+        order = self._epoch_tensors.order
+        ordered, taken = order.epoch(epoch)
+        if order.slices == 1:
+            return tf.data.Dataset.from_tensor_slices(
+                self._slice_arguments(ordered, taken)
+            )
+        size = order.slice_batches
+
+        def one_slice(start):
+            arguments = self._slice_arguments(ordered, taken[start : start + size])
+            return tf.data.Dataset.from_tensor_slices(arguments)
+
+        starts = tf.data.Dataset.range(0, order.order.num_batches, size)
+        return starts.flat_map(one_slice)
+
     def _batch_arguments(self, epoch):
         """The `BatchArguments` of every batch of `epoch`, stacked, computed
         in the graph as `make_plan` computes them."""
+        return self._slice_arguments(*self._epoch_tensors.order.epoch(epoch))
+
+    def _slice_arguments(self, ordered, taken):
+        """The `BatchArguments` of the batches `taken` (indices into
+        the order's batches), stacked, given the epoch's `ordered` units
+        (`GraphOrder.epoch`)."""
         tensors = self._epoch_tensors
-        rows, sizes, capacities = tensors.order.batch_rows(epoch)
+        rows, sizes, capacities = tensors.order.rows(ordered, taken)
         first = rows[:, 0]
         batch_limits = tf_data.take(tensors.limits, first)
-        valid = rows >= 0
         padded = [tf.zeros([tf.shape(rows)[0], 0], tf.int64)]
         for lengths, padding in tensors.columns:
             bound = longest = None
-            if padding.length == "bucket":
+            if _reads(padding, "bucket"):
                 bound = tf_data.take(tensors.bounds, first)
-            else:
-                kept = tf.minimum(
-                    tf_data.take(lengths, tf.maximum(rows, 0)), batch_limits[:, None]
-                )
-                longest = tf.reduce_max(tf.where(valid, kept, 0), axis=1)
+            elif _reads(padding, "batch"):
+                # The longest kept element: the longest element, cut at the
+                # batch's limit (one limit per batch).
+                longest = tf.minimum(tf_data.longest(lengths, rows), batch_limits)
             length = plan_lib.padded_length(
                 padding, longest, bound, self.pad_to_multiple
             )
             length = tf.broadcast_to(tf.cast(length, tf.int64), tf.shape(first))
             padded.append(length[:, None])
         return tf_data.BatchArguments(
-            indices=rows,
+            indices=tf.cast(rows, tf.int64),
             size=sizes,
             rows=plan_lib.round_up(capacities, self.batch_multiple),
             padded_lengths=tf.concat(padded, axis=1),
@@ -439,3 +472,9 @@ class Builder(PlannedBuilder):
             ),
             limit=tf.fill([replicas.count], batch.limit),
         )
+
+
+def _reads(padding, length):
+    """Whether `padding`'s length is the bucket's bound (`length="bucket"`)
+    or the batch's longest element (`"batch"`): not a fixed length."""
+    return padding.fixed_length is None and padding.length == length

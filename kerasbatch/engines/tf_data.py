@@ -97,8 +97,10 @@ class EpochTensors:
     Attributes:
         order: the `kerasbatch.epochs.GraphOrder` of the batches.
         limits: cut length of every element (`per_element`).
-        bounds: bucket padding bound of every element, or None.
-        columns: `(lengths, Padding)` of every sequence component.
+        bounds: bucket padding bound of every element, or None (no
+            component is padded to its bucket's bound).
+        columns: `(lengths, Padding)` of every sequence component (lengths
+            None unless it is padded to its batch's longest element).
     """
 
     order: epochs_lib.GraphOrder
@@ -180,10 +182,11 @@ class BatchFunction:
 
 def per_element(values):
     """A per-element int array as a tensor for `take`: a scalar when all
-    values are equal, else int32 where they fit (half the memory)."""
+    values are equal, else int32 where they fit (half the memory; the
+    tensor shares the memory of the int32 copy, `epochs.shared`)."""
     if len(values) and (values == values[0]).all():
         return tf.constant(values[0], tf.int64)
-    return tf.constant(orders_lib.compact(values))
+    return epochs_lib.shared(orders_lib.compact(values))
 
 
 def take(values, indices):
@@ -191,6 +194,17 @@ def take(values, indices):
     if values.shape.rank == 0:
         return tf.fill(tf.shape(indices), values)
     return tf.cast(tf.gather(values, indices), tf.int64)
+
+
+def longest(values, rows):
+    """int64 largest `values` (a `per_element` tensor) of every row of
+    `rows` (element indices padded with -1; each row holds one or more),
+    gathered in the values' own dtype."""
+    if values.shape.rank == 0:
+        return tf.fill(tf.shape(rows)[:1], values)
+    gathered = tf.gather(values, tf.maximum(rows, 0))
+    gathered = tf.where(rows >= 0, gathered, tf.zeros([], gathered.dtype))
+    return tf.cast(tf.reduce_max(gathered, axis=1), tf.int64)
 
 
 def checkpointable(dataset):
