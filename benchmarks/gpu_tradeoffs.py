@@ -504,9 +504,13 @@ def build_model(args, libraries, packed, pos_size):
     keras.utils.set_random_seed(SEED)
     tokens = keras.Input((None,), dtype="int32", name="x")
     if packed:
-        segment_ids = keras.Input((None,), dtype="int32", name="segment_ids")
+        segment_ids = keras.Input((None,), dtype="int32", name="packed_segment_ids")
         positions = keras.Input((None,), dtype="int32", name="positions")
-        inputs = {"x": tokens, "segment_ids": segment_ids, "positions": positions}
+        inputs = {
+            "x": tokens,
+            "packed_segment_ids": segment_ids,
+            "positions": positions,
+        }
     else:  # one segment per row: 1 for real tokens (ids >= 1), 0 for padding
         segment_ids = ops.cast(ops.not_equal(tokens, 0), "int32")
         positions = ops.cumsum(ops.ones_like(tokens), axis=1) - 1

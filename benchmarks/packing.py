@@ -7,7 +7,7 @@ On the reference workloads of `shared/DESIGN.md` (`lognormal`, `bimodal`;
   of 512 positions), with no segment limit and with `max_segments_per_row=64`,
   next to `PaddedBuilder(64)` and `BucketBuilder("auto", 16 buckets, 64)`.
   The packed figures are checked by iterating one epoch: the real tokens
-  counted from `segment_ids` equal the workload's total and the measured
+  counted from `packed_segment_ids` equal the workload's total and the measured
   efficiency equals `builder.statistics()` exactly;
 - planning time of one packed epoch for 1 000 000 `lognormal` lengths:
   `kerasbatch.packing.pack` alone, and `PackedBuilder.adapt` + `plan` (the
@@ -98,7 +98,7 @@ def check_packed_epoch(builder, dataset, lengths):
     """Iterates one epoch; the counted tokens must be the plan's figures."""
     real = padded = 0
     for inputs, _, _ in dataset:
-        ids = inputs["segment_ids"].numpy()
+        ids = inputs["packed_segment_ids"].numpy()
         real += int((ids > 0).sum())
         padded += ids.size
     expected = builder.statistics(builder.last_started_epoch)
@@ -193,10 +193,10 @@ class Encoder(keras.layers.Layer):
 def packed_model(max_segments):
     inputs = {
         name: keras.Input((ROW,), dtype="int32", name=name)
-        for name in ("x", "segment_ids", "positions")
+        for name in ("x", "packed_segment_ids", "positions")
     }
-    features = Encoder()(inputs["x"], inputs["segment_ids"], inputs["positions"])
-    pooled = SegmentPooling(max_segments)(features, inputs["segment_ids"])
+    features = Encoder()(inputs["x"], inputs["packed_segment_ids"], inputs["positions"])
+    pooled = SegmentPooling(max_segments)(features, inputs["packed_segment_ids"])
     return keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(pooled))
 
 

@@ -27,6 +27,7 @@ _KERAS_NAMES = {
     "SortedBuilder": "kerasbatch.builders",
     "StreamBucketBuilder": "kerasbatch.builders",
     "WindowBuilder": "kerasbatch.builders",
+    "ModelInputs": "kerasbatch.model_inputs",
     "Padding": "kerasbatch.padding",
     "Reducer": "kerasbatch.reducers",
     "analyze": "kerasbatch.analysis",
@@ -40,6 +41,7 @@ _KERAS_MODULES = (
     "engines",
     "layers",
     "losses",
+    "model_inputs",
     "plotting",
     "reducers",
     "restore",
@@ -90,6 +92,7 @@ if not _DEFERRED:
         engines,
         layers,
         losses,
+        model_inputs,
         plotting,
         reducers,
         restore,
@@ -106,6 +109,7 @@ if not _DEFERRED:
         StreamBucketBuilder,
         WindowBuilder,
     )
+    from kerasbatch.model_inputs import ModelInputs  # noqa: F401
     from kerasbatch.padding import Padding  # noqa: F401
     from kerasbatch.reducers import Reducer  # noqa: F401
     from kerasbatch.restore import restore_order  # noqa: F401
@@ -137,6 +141,7 @@ __all__ = [
     "BucketBuilder",
     "Builder",
     "ChunkBuilder",
+    "ModelInputs",
     "PackedBuilder",
     "PaddedBuilder",
     "Padding",
@@ -155,6 +160,7 @@ __all__ = [
     "io",
     "layers",
     "losses",
+    "model_inputs",
     "orders",
     "packing",
     "plan",

@@ -382,7 +382,7 @@ class Analysis:
         if best.packed:
             lines += [
                 "  Packed rows need a model that takes them: x gains "
-                '"segment_ids" and "positions"; give attention',
+                '"packed_segment_ids" and "positions"; give attention',
                 "  kerasbatch.layers.SegmentAttentionMask and compile the loss "
                 'with reduction="mean_with_sample_weight".',
                 f"  Without packing: {unpacked.name} (estimated "

@@ -13,7 +13,15 @@ from kerasbatch.optional import tensorflow as tf
 
 
 def finish_batch(
-    x, y, sample_weight, lengths, *, output_lengths, output_mask, real_rows=None
+    x,
+    y,
+    sample_weight,
+    lengths,
+    *,
+    output_lengths,
+    output_mask,
+    real_rows=None,
+    model_inputs=None,
 ):
     """The batch element: `x`, `(x, y)` or `(x, y, sample_weight)`.
 
@@ -27,6 +35,9 @@ def finish_batch(
         output_mask: the sample weights become the padding masks of the
             per-frame targets (1.0 real, 0.0 padding), times any weights
             given; per-example targets keep their weights (or ones).
+        real_rows: the rows before the filler rows (None: no filler rows).
+        model_inputs: a `kerasbatch.ModelInputs` applied to the batch, or
+            None.
 
     Example:
 
@@ -41,17 +52,41 @@ def finish_batch(
     (['x', 'x_length'], [3, 1], [[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
     """
     return _finish(
-        _GraphOps, x, y, sample_weight, lengths, output_lengths, output_mask, real_rows
+        GraphOps,
+        x,
+        y,
+        sample_weight,
+        lengths,
+        output_lengths,
+        output_mask,
+        real_rows,
+        model_inputs,
     )
 
 
 def finish_numpy_batch(
-    x, y, sample_weight, lengths, *, output_lengths, output_mask, real_rows=None
+    x,
+    y,
+    sample_weight,
+    lengths,
+    *,
+    output_lengths,
+    output_mask,
+    real_rows=None,
+    model_inputs=None,
 ):
     """`finish_batch` in numpy, for the numpy engines (`grain`, `python`):
     the same element, value for value, of numpy arrays."""
     return _finish(
-        _NumpyOps, x, y, sample_weight, lengths, output_lengths, output_mask, real_rows
+        NumpyOps,
+        x,
+        y,
+        sample_weight,
+        lengths,
+        output_lengths,
+        output_mask,
+        real_rows,
+        model_inputs,
     )
 
 
@@ -85,11 +120,24 @@ def fill_numpy_rows(array, rows):
     return np.concatenate([array, np.repeat(first, missing, axis=0)])
 
 
-def _finish(ops, x, y, sample_weight, lengths, output_lengths, output_mask, real_rows):
+def _finish(
+    ops,
+    x,
+    y,
+    sample_weight,
+    lengths,
+    output_lengths,
+    output_mask,
+    real_rows,
+    model_inputs,
+):
     """The rules of `finish_batch`, once; `ops` computes the values (graph
     or numpy)."""
     if output_lengths:
         x = _with_lengths(x, lengths, ops.int32)
+    if model_inputs is not None:
+        x, y, sample_weight = model_inputs.apply(ops, x, y, sample_weight, lengths)
+        output_mask = output_mask and not model_inputs.shift_targets
     if y is None:
         return x
     if output_mask:
@@ -158,8 +206,39 @@ def _first_leaf(structure):
     return structure
 
 
-class _GraphOps:
-    """The values of `_finish` as TensorFlow ops."""
+class GraphOps:
+    """The values of `_finish` (and of `kerasbatch.ModelInputs`) as
+    TensorFlow ops."""
+
+    @staticmethod
+    def sequence_mask(lengths, tokens, dtype):
+        """`(rows, time)` of `dtype`: position < length, for `tokens`'
+        first two axes."""
+        return tf.sequence_mask(lengths, tf.shape(tokens)[1], dtype)
+
+    @staticmethod
+    def shift_left(tokens):
+        """`tokens` moved one position left; the last position 0."""
+        return tf.concat([tokens[:, 1:], tf.zeros_like(tokens[:, :1])], axis=1)
+
+    @staticmethod
+    def full_like_rows(tokens, value):
+        """`(rows, time)` of `value` (int32 for an int, else float32)."""
+        dtype = tf.int32 if isinstance(value, int) else tf.float32
+        return tf.fill(tf.shape(tokens)[:2], tf.constant(value, dtype))
+
+    @staticmethod
+    def same_segment(ids, next_ids):
+        """Where a position's next one belongs to the same (real) segment."""
+        return (ids == next_ids) & (ids > 0)
+
+    @staticmethod
+    def positive(ids):
+        return ids > 0
+
+    @staticmethod
+    def cast(tensor, dtype):
+        return tf.cast(tensor, dtype)
 
     @staticmethod
     def int32(lengths):
@@ -187,8 +266,34 @@ class _GraphOps:
         return mask * (given if given.shape.rank == 2 else given[:, None])
 
 
-class _NumpyOps:
-    """The values of `_finish` in numpy (bit-identical to `_GraphOps`')."""
+class NumpyOps:
+    """The values of `_finish` in numpy (bit-identical to `GraphOps`')."""
+
+    @staticmethod
+    def sequence_mask(lengths, tokens, dtype):
+        positions = np.arange(tokens.shape[1])
+        return (positions < np.asarray(lengths)[:, None]).astype(dtype)
+
+    @staticmethod
+    def shift_left(tokens):
+        return np.concatenate([tokens[:, 1:], np.zeros_like(tokens[:, :1])], axis=1)
+
+    @staticmethod
+    def full_like_rows(tokens, value):
+        dtype = np.int32 if isinstance(value, int) else np.float32
+        return np.full(tokens.shape[:2], value, dtype)
+
+    @staticmethod
+    def same_segment(ids, next_ids):
+        return (ids == next_ids) & (ids > 0)
+
+    @staticmethod
+    def positive(ids):
+        return ids > 0
+
+    @staticmethod
+    def cast(array, dtype):
+        return np.asarray(array).astype(dtype)
 
     @staticmethod
     def int32(lengths):

@@ -349,7 +349,7 @@ def test_the_report_and_its_parts(analysis, tmp_path):
     assert "Recommended on jax, 3 epochs: packed 128" in recommendation
     assert f"builder = {analysis.recommended.builder_line}" in recommendation
     assert f"builder = {analysis.recommended_unpacked.builder_line}" in recommendation
-    assert "segment_ids" in recommendation
+    assert "packed_segment_ids" in recommendation
     assert repr(analysis).startswith("Analysis(300 sequences, 7 strategies")
     as_dict = json.loads(json.dumps(analysis.to_dict()))
     assert as_dict["recommended"] == "packed 128"

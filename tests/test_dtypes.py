@@ -104,7 +104,7 @@ def check_batches(kind, dataset, x, pad, dtype):
         assert label.dtype == expected_dtype
         tokens, label = tokens.numpy(), label.numpy()
         if kind == "packed":
-            segments = inputs["segment_ids"].numpy()
+            segments = inputs["packed_segment_ids"].numpy()
             np.testing.assert_array_equal(tokens[segments == 0], pad)
             for row in range(len(tokens)):
                 for segment in range(1, segments[row].max() + 1):
@@ -269,7 +269,7 @@ def test_packed_string_sequences():
     )
     for inputs, ids, *_ in dataset:
         tokens = inputs["tokens"].numpy().astype(str)
-        segments = inputs["segment_ids"].numpy()
+        segments = inputs["packed_segment_ids"].numpy()
         assert (tokens[segments == 0] == "<pad>").all()
         for row in range(len(tokens)):
             for segment in range(1, segments[row].max() + 1):

@@ -33,7 +33,7 @@ def rows_of(dataset):
     rows = []
     for x, labels, weights in dataset:
         tokens, ids, positions = (
-            np.asarray(x[k]) for k in ("x", "segment_ids", "positions")
+            np.asarray(x[k]) for k in ("x", "packed_segment_ids", "positions")
         )
         labels, weights = np.asarray(labels), np.asarray(weights)
         for r in range(len(tokens)):
@@ -91,7 +91,7 @@ def test_rows_are_full_and_the_batches_rectangular():
     dataset = build(builder, x)
     spec = dataset.element_spec
     assert spec[0]["x"].shape.as_list() == [None, 64]
-    assert spec[0]["segment_ids"].dtype == tf.int32
+    assert spec[0]["packed_segment_ids"].dtype == tf.int32
     assert spec[0]["positions"].dtype == tf.int32
     S = builder.resolved_max_segments
     assert spec[1].shape.as_list() == [None, S]
@@ -107,7 +107,7 @@ def test_statistics_are_the_measured_ones():
     shapes = set()
     running = []
     for inputs, _, _ in dataset:
-        ids = np.asarray(inputs["segment_ids"])
+        ids = np.asarray(inputs["packed_segment_ids"])
         real += int((ids > 0).sum())
         padded += ids.size
         shapes.add(ids.shape)
@@ -211,7 +211,7 @@ def test_per_token_targets_are_packed_with_padding_masks():
         64, batch_size=4, padding={"y": Padding(value=-1)}
     )
     inputs, targets, weights = next(iter(builder.build(x, y)))
-    real = np.asarray(inputs["segment_ids"]) > 0
+    real = np.asarray(inputs["packed_segment_ids"]) > 0
     tokens, targets = np.asarray(inputs["x"]), np.asarray(targets)
     np.testing.assert_array_equal(targets[real], 2 * tokens[real])
     assert (targets[~real] == -1).all()
@@ -222,7 +222,7 @@ def test_normalize_segments_weighs_every_sequence_the_same():
     x, lengths = numbered_sequences(min_length=1)
     builder = kerasbatch.PackedBuilder(64, batch_size=4, normalize_segments=True)
     inputs, _, weights = next(iter(builder.build(x, x)))
-    ids, weights = np.asarray(inputs["segment_ids"]), np.asarray(weights)
+    ids, weights = np.asarray(inputs["packed_segment_ids"]), np.asarray(weights)
     element = (np.asarray(inputs["x"]) - 1) // STRIDE
     real = ids > 0
     np.testing.assert_allclose(weights[real], 1 / lengths[element[real]], rtol=1e-6)
@@ -240,7 +240,7 @@ def test_given_weights_multiply_the_masks():
     # A per-example weight of a per-token target goes on all its tokens.
     inputs, _, weights = next(iter(builder.build(x, x, per_example)))
     element = (np.asarray(inputs["x"]) - 1) // STRIDE
-    real = np.asarray(inputs["segment_ids"]) > 0
+    real = np.asarray(inputs["packed_segment_ids"]) > 0
     np.testing.assert_array_equal(
         np.asarray(weights), np.where(real, per_example[element], 0)
     )
@@ -268,7 +268,13 @@ def test_dict_inputs_with_features_and_per_example_components():
     )
     S = builder.resolved_max_segments
     spec = dataset.element_spec
-    assert set(spec[0]) == {"tokens", "frames", "meta", "segment_ids", "positions"}
+    assert set(spec[0]) == {
+        "tokens",
+        "frames",
+        "meta",
+        "packed_segment_ids",
+        "positions",
+    }
     assert spec[0]["frames"].shape.as_list() == [2, 64, 3]
     assert spec[0]["meta"].shape.as_list() == [2, S, 2]
     assert spec[1]["tags"].shape.as_list() == [2, 64]
@@ -281,7 +287,7 @@ def test_dict_inputs_with_features_and_per_example_components():
         np.testing.assert_array_equal(np.asarray(targets["tags"]), tokens)
         labels = np.asarray(targets["label"])
         np.testing.assert_array_equal(np.asarray(inputs["meta"])[..., 1], 2 * labels)
-        ids = np.asarray(inputs["segment_ids"])
+        ids = np.asarray(inputs["packed_segment_ids"])
         for r in range(len(ids)):
             for k in range(int(np.asarray(weights["label"])[r].sum())):
                 segment = tokens[r][ids[r] == k + 1]
@@ -411,7 +417,7 @@ def test_per_token_weights_need_per_token_targets():
 
 def test_x_keys_may_not_shadow_the_added_inputs():
     x, _ = numbered_sequences(10)
-    with pytest.raises(ValueError, match="x has a key 'positions'"):
+    with pytest.raises(ValueError, match="x has a component named 'positions'"):
         kerasbatch.PackedBuilder(64).build({"tokens": x, "positions": x})
 
 
@@ -423,7 +429,7 @@ def test_padding_gives_values_not_lengths():
         kerasbatch.PackedBuilder(64, padding={"length": "bucket"}).build(x)
     dataset = kerasbatch.PackedBuilder(64, padding=Padding(-7, 64)).build(x)
     inputs = next(iter(dataset))
-    padding = np.asarray(inputs["segment_ids"]) == 0
+    padding = np.asarray(inputs["packed_segment_ids"]) == 0
     assert (np.asarray(inputs["x"])[padding] == -7).all() and padding.any()
 
 
@@ -476,7 +482,7 @@ class RecordingPooledModel(keras.Model):
 
     def call(self, inputs):
         features = self.embed(inputs["x"])
-        pooled = self.pool(features, inputs["segment_ids"])
+        pooled = self.pool(features, inputs["packed_segment_ids"])
         return self.out(pooled)
 
     # The data is the last argument on every backend (JAX passes the state

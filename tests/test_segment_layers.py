@@ -53,7 +53,7 @@ def packed_and_filled_segment_ids():
         remainder="pad",
     )
     for inputs, _, weights in packed.build(x, x):
-        yield np.asarray(inputs["segment_ids"]), np.asarray(weights)
+        yield np.asarray(inputs["packed_segment_ids"]), np.asarray(weights)
     for tokens, _, weights in padded.build(x, np.ones(len(x))):
         yield (np.asarray(tokens) != 0).astype("int32"), np.asarray(weights)
 
@@ -168,7 +168,7 @@ def test_loss_weights_match_the_builders_sample_weights():
         )
         inputs, _, weights = next(iter(builder.build(x, x)))
         np.testing.assert_allclose(
-            SegmentLossWeights(normalize=normalize)(inputs["segment_ids"]),
+            SegmentLossWeights(normalize=normalize)(inputs["packed_segment_ids"]),
             weights,
             rtol=1e-6,
         )
@@ -205,7 +205,7 @@ def transformer_encoder(with_mask=True, seed=0):
     """Token + position embeddings, self-attention, FFN, layer norms."""
     keras.utils.set_random_seed(seed)
     tokens = keras.Input((None,), dtype="int32", name="x")
-    segment_ids = keras.Input((None,), dtype="int32", name="segment_ids")
+    segment_ids = keras.Input((None,), dtype="int32", name="packed_segment_ids")
     positions = keras.Input((None,), dtype="int32", name="positions")
     hidden = keras.layers.Embedding(VOCAB, DIM)(tokens)
     hidden = hidden + keras.layers.Embedding(LENGTH, DIM)(positions)
@@ -218,7 +218,7 @@ def transformer_encoder(with_mask=True, seed=0):
     hidden = keras.layers.LayerNormalization()(
         hidden + keras.layers.Dense(DIM)(forward)
     )
-    inputs = {"x": tokens, "segment_ids": segment_ids, "positions": positions}
+    inputs = {"x": tokens, "packed_segment_ids": segment_ids, "positions": positions}
     return keras.Model(inputs, hidden)
 
 
@@ -231,14 +231,14 @@ def packed_and_alone_outputs(model):
     for inputs in builder.build(x):
         outputs = np.asarray(model(inputs))
         assert np.isfinite(outputs).all()  # padding rows too
-        ids = np.asarray(inputs["segment_ids"])
+        ids = np.asarray(inputs["packed_segment_ids"])
         tokens = np.asarray(inputs["x"])
         for row in range(len(ids)):
             for segment_id in range(1, ids[row].max() + 1):
                 where = ids[row] == segment_id
                 alone = {
                     "x": tokens[row, where][None],
-                    "segment_ids": np.ones((1, where.sum()), "int32"),
+                    "packed_segment_ids": np.ones((1, where.sum()), "int32"),
                     "positions": np.arange(where.sum(), dtype="int32")[None],
                 }
                 pairs.append((outputs[row, where], np.asarray(model(alone))[0]))
@@ -265,7 +265,7 @@ def test_packed_transformer_classifier_trains_saves_and_loads(tmp_path):
     dataset = builder.build(x, labels)
     encoder = transformer_encoder()
     pooled = SegmentPooling(builder.resolved_max_segments)(
-        encoder.output, encoder.input["segment_ids"]
+        encoder.output, encoder.input["packed_segment_ids"]
     )
     probability = keras.layers.Dense(1, activation="sigmoid")(pooled)
     model = keras.Model(encoder.input, probability)

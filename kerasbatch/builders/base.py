@@ -14,6 +14,7 @@ import numpy as np
 
 from kerasbatch import checks
 from kerasbatch import epochs as epochs_lib
+from kerasbatch import model_inputs as model_inputs_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch import remainders as remainders_lib
 from kerasbatch.builders import replicas as replicas_lib
@@ -105,6 +106,9 @@ class Builder(PlannedBuilder):
             do see the filler rows.
         prefetch: batches to prefetch: `"auto"` (tf.data AUTOTUNE), an int,
             or 0 / None for none.
+        model_inputs: a `kerasbatch.ModelInputs`: the inputs x gives the
+            model (e.g. a keras-hub model's `token_ids`, `padding_mask` and
+            `segment_ids`) and next-token targets, made per batch.
 
     Example:
 
@@ -153,6 +157,7 @@ class Builder(PlannedBuilder):
         batch_multiple=1,
         pad_to_multiple=1,
         prefetch="auto",
+        model_inputs=None,
     ):
         self.batch_size = checks.optional_positive_int(batch_size, "batch_size")
         if batch_size is None and not self.sizes_batches_itself:
@@ -168,6 +173,7 @@ class Builder(PlannedBuilder):
             batch_multiple=batch_multiple,
             pad_to_multiple=pad_to_multiple,
             prefetch=prefetch,
+            model_inputs=model_inputs,
         )
         self.output_lengths = checks.checked_bool(output_lengths, "output_lengths")
         self.output_mask = checks.checked_bool(output_mask, "output_mask")
@@ -177,11 +183,13 @@ class Builder(PlannedBuilder):
         """The constructor arguments, JSON-serialisable."""
         config = {"batch_size": self.batch_size, **self._shared_config()}
         batch_multiple, prefetch = config.pop("batch_multiple"), config.pop("prefetch")
+        model_inputs = config.pop("model_inputs")
         config.update(
             output_lengths=self.output_lengths,
             output_mask=self.output_mask,
             batch_multiple=batch_multiple,
             prefetch=prefetch,
+            model_inputs=model_inputs,
         )
         return config
 
@@ -203,16 +211,26 @@ class Builder(PlannedBuilder):
                 f"Padding length 'bucket' needs buckets; {type(self).__name__} "
                 "has none. Use BucketBuilder, or 'batch' or a fixed length."
             )
+        has_targets = data.structure["y"] is not None
+        if not lengths_only:
+            x_keys, sequence_names = model_inputs_lib.component_names(data)
+            self._check_model_inputs(
+                x_keys,
+                sequence_names,
+                has_targets,
+                {c.name: c.lengths for c in data.sequence_components},
+            )
         if (
             self.output_mask
             and not lengths_only
+            and not self._makes_targets
             and not any(c.is_sequence for c in data.role_components("y"))
         ):
             raise ValueError(
                 "output_mask=True needs per-frame targets, but y has no "
                 "variable-length component."
             )
-        self._check_filler_weights(data.structure["y"] is not None, lengths_only)
+        self._check_filler_weights(has_targets or self._makes_targets, lengths_only)
         prepared = self._overflowed(data, lengths, component_lengths, paddings)
         prepared = self._prepare(prepared, layout)
         self._check_fixed_lengths(prepared)

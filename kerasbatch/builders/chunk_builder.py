@@ -121,6 +121,7 @@ class ChunkBuilder(PaddedBuilder):
         batch_multiple=1,
         pad_to_multiple=1,
         prefetch="auto",
+        model_inputs=None,
     ):
         self.chunk_size = checks.optional_positive_int(chunk_size, "chunk_size")
         if chunk_step is not None and chunk_size is None:
@@ -166,7 +167,14 @@ class ChunkBuilder(PaddedBuilder):
             batch_multiple=batch_multiple,
             pad_to_multiple=pad_to_multiple,
             prefetch=prefetch,
+            model_inputs=model_inputs,
         )
+        if self._makes_targets:
+            raise ValueError(
+                "ChunkBuilder cannot shift targets (ModelInputs(shift_targets="
+                "True)): the next token of a chunk's last position is in the "
+                "next chunk. Shift the sequences before chunking them."
+            )
 
     def get_config(self):
         config = super().get_config()

@@ -9,13 +9,16 @@ import numpy as np
 
 from kerasbatch import checks, orders, outputs, packing, sources
 from kerasbatch import epochs as epochs_lib
+from kerasbatch import model_inputs as model_inputs_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders.planned_builder import PlannedBuilder
 from kerasbatch.engines import numpy_batches
 from kerasbatch.optional import tensorflow as tf
 
-SEGMENT_IDS = "segment_ids"
+#: The default names of the inputs x gains: no keras-hub model takes them
+#: (a BERT's `segment_ids` are token types, 0 or 1, not packed segments).
+SEGMENT_IDS = "packed_segment_ids"
 POSITIONS = "positions"
 
 
@@ -34,9 +37,10 @@ class PackedBuilder(PlannedBuilder):
     the number of rows is the same every epoch.
 
     A model tells the packed sequences apart by two int32 inputs of shape
-    `(batch, sequence_length)` that x gains: `"segment_ids"` (1, 2, ... for
-    the sequences of a row, in row order; 0 for padding) and `"positions"`
-    (0..n-1 within each sequence; 0 for padding). Give attention layers
+    `(batch, sequence_length)` that x gains: `"packed_segment_ids"` (1, 2,
+    ... for the sequences of a row, in row order; 0 for padding) and
+    `"positions"` (0..n-1 within each sequence; 0 for padding); their names
+    are settings. Give attention layers
     the mask of `kerasbatch.layers.SegmentAttentionMask`, and position
     embeddings `positions`: a packed sequence is then processed exactly as
     if it were alone.
@@ -92,6 +96,12 @@ class PackedBuilder(PlannedBuilder):
             truncated and dropped elements are counted in `statistics()`.
         batch_multiple, pad_to_multiple: as in `kerasbatch.builders.Builder`.
         prefetch: batches to prefetch: `"auto"`, an int, or 0 / None.
+        segment_ids_name, positions_name: the names of the segment ids and
+            positions in x. An x component or a `model_inputs` input of the
+            same name is refused.
+        model_inputs: a `kerasbatch.ModelInputs`: renamed inputs, a padding
+            mask (the real positions of the rows), constants, and next-token
+            targets shifted within each packed sequence.
 
     Example:
 
@@ -105,7 +115,7 @@ class PackedBuilder(PlannedBuilder):
     array([[4, 4, 4, 4, 4, 4, 4, 5],
            [1, 1, 1, 1, 1, 2, 2, 2],
            [3, 3, 0, 0, 0, 0, 0, 0]])
-    >>> inputs["segment_ids"].numpy()
+    >>> inputs["packed_segment_ids"].numpy()
     array([[1, 1, 1, 1, 1, 1, 1, 2],
            [1, 1, 1, 1, 1, 2, 2, 2],
            [1, 1, 0, 0, 0, 0, 0, 0]], dtype=int32)
@@ -140,6 +150,9 @@ class PackedBuilder(PlannedBuilder):
         batch_multiple=1,
         pad_to_multiple=1,
         prefetch="auto",
+        segment_ids_name=SEGMENT_IDS,
+        positions_name=POSITIONS,
+        model_inputs=None,
     ):
         if sequence_length is None:
             raise ValueError("sequence_length must be a positive int, got None.")
@@ -168,7 +181,15 @@ class PackedBuilder(PlannedBuilder):
             batch_multiple=batch_multiple,
             pad_to_multiple=pad_to_multiple,
             prefetch=prefetch,
+            model_inputs=model_inputs,
         )
+        self.segment_ids_name = _input_name(segment_ids_name, "segment_ids_name")
+        self.positions_name = _input_name(positions_name, "positions_name")
+        if self.segment_ids_name == self.positions_name:
+            raise ValueError(
+                "segment_ids_name and positions_name are both "
+                f"{self.positions_name!r}: give them different names."
+            )
         if self.sequence_length % self.pad_to_multiple:
             raise ValueError(
                 f"Packed rows are sequence_length={self.sequence_length} long, "
@@ -190,19 +211,17 @@ class PackedBuilder(PlannedBuilder):
             "max_segments_per_row": self.max_segments_per_row,
             "normalize_segments": self.normalize_segments,
             **self._shared_config(),
+            "segment_ids_name": self.segment_ids_name,
+            "positions_name": self.positions_name,
         }
 
     def _attach(self, data):
-        self._check_filler_weights(data.structure["y"] is not None, data.lengths_only)
+        self._check_filler_weights(
+            data.structure["y"] is not None or self._makes_targets, data.lengths_only
+        )
         _check_aligned(data)
         _check_weight_targets(data)
-        x_keys = data.structure["x"] if isinstance(data.structure["x"], tuple) else ()
-        for reserved in (SEGMENT_IDS, POSITIONS):
-            if reserved in x_keys:
-                raise ValueError(
-                    f"x has a key {reserved!r}, which PackedBuilder adds to x; "
-                    "rename it."
-                )
+        self._check_packed_names(data)
         names = [c.name for c in data.components]
         paddings = self._resolve_paddings(data, names, "batch")
         for name, padding in paddings.items():
@@ -235,6 +254,36 @@ class PackedBuilder(PlannedBuilder):
         self._bind(prepared, order)
         self.resolved_max_segments = self.max_segments_per_row or int(
             rows.segments_per_row.max()
+        )
+
+    def _check_packed_names(self, data):
+        """Raises where the segment ids' or positions' name is taken: by a
+        component of x, or by an input `model_inputs` makes."""
+        if data.lengths_only:
+            return
+        x_keys, sequence_names = model_inputs_lib.component_names(data)
+        taken = {name: "x has a component" for name in x_keys or ()}
+        if self.model_inputs is not None:
+            inputs = self.model_inputs
+            for name in [*inputs.names.values(), *inputs.constants]:
+                taken[name] = "model_inputs makes an input"
+            if inputs.padding_mask is not None:
+                taken[inputs.padding_mask] = "model_inputs makes an input"
+        for setting in ("segment_ids_name", "positions_name"):
+            name = getattr(self, setting)
+            if name in taken:
+                bert = " (a BERT's 'segment_ids' are token types, not segments)"
+                raise ValueError(
+                    f"PackedBuilder adds {setting}={name!r} to x, but "
+                    f"{taken[name]} named {name!r} too: give {setting} another "
+                    f"name{bert if name == 'segment_ids' else ''}."
+                )
+        has_targets = data.structure["y"] is not None
+        self._check_model_inputs(
+            x_keys,
+            sequence_names,
+            has_targets,
+            {c.name: c.lengths for c in data.sequence_components},
         )
 
     def _check_fits(self, lengths):
@@ -361,6 +410,15 @@ class _PackedRowsSettings:
         self.sequence_length = builder.sequence_length
         self.max_segments = builder.resolved_max_segments
         self.normalize_segments = builder.normalize_segments
+        self.segment_ids_name = builder.segment_ids_name
+        self.positions_name = builder.positions_name
+        self.model_inputs = builder.model_inputs
+        #: The x entry the model inputs follow (mask, shifted targets).
+        self.tokens_name = next(
+            c.name for c in self.components if c.role == "x" and c.is_sequence
+        )
+        if self.model_inputs is not None and self.model_inputs.mask_of:
+            self.tokens_name = self.model_inputs.mask_of
         #: Where every element's tokens start, and how many are kept.
         self.starts = data.sequence_components[0].row_splits[:-1]
         self.lengths = prepared.cut_lengths
@@ -376,16 +434,28 @@ class _PackedRowsSettings:
         slot_weights,
         tokens_of,
         broadcast,
+        ops,
     ):
         """The batch element from its packed components, for both batch
         functions (each gives its own ops): x with the `(segment ids,
         positions)` of `ids`, and every target's weights (per token or
         per slot, times any given `sample_weight`; `tokens_of(given)`
-        spreads a per-example weight over its sequence's tokens)."""
+        spreads a per-example weight over its sequence's tokens; `ops`:
+        `kerasbatch.outputs`' graph or numpy ops)."""
         x = self._role("x", packed)
         if not isinstance(x, dict):
             x = {"x": x}
-        x[SEGMENT_IDS], x[POSITIONS] = (to_rows(values) for values in ids)
+        segment_ids, positions = (to_rows(values) for values in ids)
+        x[self.segment_ids_name], x[self.positions_name] = segment_ids, positions
+        if self.model_inputs is not None:
+            weights = None
+            if self.model_inputs.shift_targets:
+                weights = to_rows(token_weights, weights=True)
+            x, y, weights = self.model_inputs.apply_packed(
+                ops, x, self.tokens_name, segment_ids, weights
+            )
+            if y is not None:
+                return x, y, weights
         if self.structure["y"] is None:
             return x
         weights = {}
@@ -489,6 +559,7 @@ class _PackRows(_PackedRowsSettings):
                 tf.gather(self.tensors[given.name], indices), lengths, axis=0
             ),
             broadcast=_broadcast_to,
+            ops=outputs.GraphOps,
         )
 
 
@@ -548,7 +619,14 @@ class _NumpyPackRows(_PackedRowsSettings):
             slot_weights=np.ones(len(indices), np.float32),
             tokens_of=lambda given: np.repeat(given.values[indices], lengths, axis=0),
             broadcast=_numpy_broadcast_to,
+            ops=outputs.NumpyOps,
         )
+
+
+def _input_name(name, setting):
+    if not (isinstance(name, str) and name):
+        raise ValueError(f"{setting} must be a non-empty str, got {name!r}.")
+    return name
 
 
 def _numpy_broadcast_to(given, weight):

@@ -6,6 +6,7 @@ import keras
 import numpy as np
 
 from kerasbatch import checks
+from kerasbatch import model_inputs as model_inputs_lib
 from kerasbatch import padding as padding_lib
 from kerasbatch import plan as plan_lib
 from kerasbatch import remainders as remainders_lib
@@ -38,6 +39,9 @@ class Settings(Configurable):
         pad_to_multiple: pad every sequence component to a multiple of this
             length; see `kerasbatch.builders.Builder`.
         prefetch: `"auto"`, an int, or 0 / None.
+        model_inputs: a `kerasbatch.ModelInputs` (or its config): the
+            inputs x gives the model (renamed components, a computed padding
+            mask, constants) and next-token targets; None keeps x as built.
     """
 
     #: The `remainder` settings this builder takes, and why not others.
@@ -57,6 +61,7 @@ class Settings(Configurable):
         batch_multiple=1,
         pad_to_multiple=1,
         prefetch="auto",
+        model_inputs=None,
     ):
         self.shuffle = checks.checked_bool(shuffle, "shuffle")
         if seed is None:
@@ -95,6 +100,7 @@ class Settings(Configurable):
                 f"prefetch must be 'auto', None or an int >= 0, got {prefetch!r}."
             )
         self.prefetch = prefetch
+        self.model_inputs = _model_inputs(model_inputs)
 
     def _shared_config(self):
         return {
@@ -108,6 +114,9 @@ class Settings(Configurable):
             "batch_multiple": self.batch_multiple,
             "pad_to_multiple": self.pad_to_multiple,
             "prefetch": self.prefetch,
+            "model_inputs": (
+                None if self.model_inputs is None else self.model_inputs.get_config()
+            ),
         }
 
     def __copy__(self):
@@ -143,6 +152,22 @@ class Settings(Configurable):
         if self.remainder in ("pad", "even"):
             return f"remainder={self.remainder!r}"
         return f"batch_multiple={self.batch_multiple}"
+
+    @property
+    def _makes_targets(self):
+        """Whether the batches' targets are made here (next tokens)."""
+        return self.model_inputs is not None and self.model_inputs.shift_targets
+
+    def _check_model_inputs(self, x_keys, sequence_names, has_targets, lengths=None):
+        """Raises if `model_inputs` cannot be made for an x of dict keys
+        `x_keys` (None: one array) and sequence components
+        `sequence_names`; `lengths` (`{name: lengths}` of data in memory)
+        also finds elements too short for them."""
+        if self.model_inputs is None:
+            return
+        name = self.model_inputs.check(x_keys, sequence_names, has_targets)
+        if name is not None and lengths is not None:
+            self.model_inputs.check_lengths(name, lengths[name])
 
     def _check_filler_weights(self, has_targets, lengths_only=False):
         """Filler rows are kept out of training by a zero `sample_weight`,
@@ -238,6 +263,18 @@ class Settings(Configurable):
             f"max_length={self.max_length} ({len(too_long)} elements are). Set "
             "overflow='truncate' or overflow='drop', or raise max_length."
         )
+
+
+def _model_inputs(value):
+    """A `ModelInputs` from one or its config; None stays None."""
+    if value is None or isinstance(value, model_inputs_lib.ModelInputs):
+        return value
+    if isinstance(value, dict):
+        return model_inputs_lib.ModelInputs.from_config(value)
+    raise ValueError(
+        "model_inputs must be a kerasbatch.ModelInputs, its config dict or "
+        f"None, got {value!r}."
+    )
 
 
 def data_parallel_devices():

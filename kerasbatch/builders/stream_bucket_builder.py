@@ -189,6 +189,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         batch_multiple=1,
         pad_to_multiple=1,
         prefetch="auto",
+        model_inputs=None,
     ):
         batch_size = self._init_buckets(
             boundaries,
@@ -215,6 +216,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             batch_multiple=batch_multiple,
             pad_to_multiple=pad_to_multiple,
             prefetch=prefetch,
+            model_inputs=model_inputs,
         )
         self.output_lengths = checks.checked_bool(output_lengths, "output_lengths")
         self.output_mask = checks.checked_bool(output_mask, "output_mask")
@@ -429,17 +431,19 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         """Checks the elements against the settings and resolves the
         paddings and buckets; returns the batches per epoch (None where
         unknown, `INFINITE` for infinite input)."""
-        self._check_filler_weights("y" in elements.roles)
+        has_targets = "y" in elements.roles
+        self._check_filler_weights(has_targets or self._makes_targets)
+        x_sequences = [
+            c.name for c in elements.components if c.role == "x" and c.is_sequence
+        ]
         if self.output_lengths:
-            outputs.check_length_names(
-                elements.keys[0],
-                [
-                    c.name
-                    for c in elements.components
-                    if c.role == "x" and c.is_sequence
-                ],
-            )
-        if self.output_mask and "y" not in elements.sequence_roles:
+            outputs.check_length_names(elements.keys[0], x_sequences)
+        self._check_model_inputs(elements.keys[0], x_sequences, has_targets)
+        if (
+            self.output_mask
+            and not self._makes_targets
+            and "y" not in elements.sequence_roles
+        ):
             raise ValueError(
                 "output_mask=True needs per-frame targets, but the elements "
                 "have no y with a variable first dimension: "
@@ -993,7 +997,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         )
         full = size == bucket_size
         element = self._elements.pack(flat)
-        if self.output_lengths or self.output_mask or self._fills:
+        if self._finishes_batches():
             element = self._with_outputs(element, lengths, size)
         return element, counted, shape, full
 
@@ -1030,6 +1034,17 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             output_lengths=self.output_lengths,
             output_mask=self.output_mask,
             real_rows=size if self._fills else None,
+            model_inputs=self.model_inputs,
+        )
+
+    def _finishes_batches(self):
+        """Whether batches get more than the padded components: lengths,
+        masks, filler weights or model inputs (`kerasbatch.outputs`)."""
+        return bool(
+            self.output_lengths
+            or self.output_mask
+            or self._fills
+            or self.model_inputs is not None
         )
 
     # ------------------------------------------------------------- statistics

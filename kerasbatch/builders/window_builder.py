@@ -141,7 +141,7 @@ class WindowBuilder(Builder):
     def _arguments(self):
         """The constructor arguments, reducers as objects."""
         shared = self._shared_config()
-        del shared["padding"], shared["drop_remainder"]
+        del shared["padding"], shared["drop_remainder"], shared["model_inputs"]
         return {
             "size": self.size,
             "shift": self.shift,

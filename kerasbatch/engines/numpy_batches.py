@@ -70,6 +70,7 @@ class BatchFunction:
         self.paddings = prepared.paddings
         self.output_lengths = builder.output_lengths
         self.output_mask = builder.output_mask
+        self.model_inputs = builder.model_inputs
         self.fills = builder._fills
 
     def __call__(self, plan, index):
@@ -104,6 +105,7 @@ class BatchFunction:
             output_lengths=self.output_lengths,
             output_mask=self.output_mask,
             real_rows=size if self.fills else None,
+            model_inputs=self.model_inputs,
         )
 
     def gather(self, component, indices):

@@ -422,7 +422,7 @@ class StreamBatches:
         )
         shape = ",".join(str(int(d)) for d in [fed, *padded_lengths])
         element = self._elements.pack(flat)
-        if served.output_lengths or served.output_mask or served._fills:
+        if served._finishes_batches():
             roles = list(element) if isinstance(element, tuple) else [element]
             roles += [None] * (len(sources.ROLES) - len(roles))
             element = outputs.finish_numpy_batch(
@@ -434,6 +434,7 @@ class StreamBatches:
                 output_lengths=served.output_lengths,
                 output_mask=served.output_mask,
                 real_rows=size if served._fills else None,
+                model_inputs=served.model_inputs,
             )
         return element, counted, shape, size == bucket_size
 

@@ -123,6 +123,7 @@ class BatchFunction:
         self.may_cut = bool((prepared.element_limits != plan_lib.NO_LIMIT).any())
         self.output_lengths = builder.output_lengths
         self.output_mask = builder.output_mask
+        self.model_inputs = builder.model_inputs
         self.fills = builder._fills
 
     def __call__(self, batch):
@@ -172,6 +173,7 @@ class BatchFunction:
             output_lengths=self.output_lengths,
             output_mask=self.output_mask,
             real_rows=batch.size if self.fills else None,
+            model_inputs=self.model_inputs,
         )
 
     def _role(self, role, tensors):
