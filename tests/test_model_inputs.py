@@ -368,6 +368,20 @@ def test_bert_classifier_on_buckets_predicts_as_each_text_alone():
         np.testing.assert_allclose(logits, alone[0], atol=1e-5)
 
 
+def test_keras_hub_fit_on_the_python_engine_says_which_engines_to_use():
+    # keras-hub's task models take only tf.data or Grain datasets as such,
+    # and convert anything else to arrays.
+    model = _bert()
+    model.compile(loss="sparse_categorical_crossentropy", optimizer="adam")
+    builder = kerasbatch.PaddedBuilder(
+        batch_size=8, model_inputs=ModelInputs.keras_hub(model)
+    )
+    dataset = builder.build(_token_data(), np.zeros(40, int), engine="python")
+    with pytest.raises(TypeError, match="engine='grain' or engine='tf.data'"):
+        model.fit(dataset, epochs=1, verbose=0)
+    assert len(dataset[0][0]["token_ids"]) == 8  # the dataset itself works
+
+
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
 def test_causal_lm_trains_on_shifted_targets_and_predicts_as_alone(name):
     model = _causal_lm(name)

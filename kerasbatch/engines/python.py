@@ -27,8 +27,25 @@ from kerasbatch import engines
 from kerasbatch.engines import numpy_batches
 from kerasbatch.engines.epoch_state import checked_state
 
+#: Why `np.array(dataset)` fails: code that converts anything but a tf.data
+#: or Grain dataset to arrays (keras-hub's task models' `fit`) reads this.
+NOT_AN_ARRAY = (
+    "A dataset of kerasbatch's 'python' engine (a keras.utils.PyDataset of "
+    "batches) is not an array. keras-hub's task models (and other code that "
+    "takes only a tf.data or Grain dataset as a dataset) convert anything else "
+    "to arrays: build with engine='grain' or engine='tf.data' for them."
+)
 
-class PlannedPyDataset(keras.utils.PyDataset):
+
+class _NotAnArray:
+    """Makes `np.array(dataset)` fail with `NOT_AN_ARRAY`, not with numpy's
+    "inhomogeneous shape" after reading every batch."""
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(NOT_AN_ARRAY)
+
+
+class PlannedPyDataset(_NotAnArray, keras.utils.PyDataset):
     """A built dataset's batches as a `keras.utils.PyDataset`.
 
     Made by `build(..., engine="python")`; `len()` is the number of batches
@@ -225,7 +242,7 @@ class PlannedPyDataset(keras.utils.PyDataset):
         self._resume = checked_state(state, self._batches.num_batches)
 
 
-class StreamDataset(keras.utils.PyDataset):
+class StreamDataset(_NotAnArray, keras.utils.PyDataset):
     """A stream's batches as a `keras.utils.PyDataset`.
 
     Made by `StreamBucketBuilder.build(source, lengths, engine="python")`:
