@@ -354,8 +354,12 @@ def test_a_dataset_no_longer_in_use_is_not_ambiguous():
 @pytest.mark.parametrize(
     ("dataset", "match"),
     [
-        (lambda train, other: train.repeat(), "not built by SortedBuilder"),
+        (
+            lambda train, other: train.repeat(),
+            r"PaddingEfficiency: .*made by repeat\(\)",
+        ),
         (lambda train, other: other, "not built by SortedBuilder"),
+        (lambda train, other: other.map(lambda x: x), "not built by SortedBuilder"),
     ],
 )
 def test_a_dataset_the_builder_did_not_build_is_a_clear_error(dataset, match):
@@ -373,8 +377,11 @@ def test_statistics_of_a_dataset_from_elsewhere_name_the_problem():
     other = kerasbatch.PaddedBuilder(batch_size=2).build(sequences(VAL_LENGTHS, 1))
     with pytest.raises(ValueError, match="built by another builder"):
         builder.statistics(dataset=other)
-    with pytest.raises(ValueError, match=r"not returned by a kerasbatch builder.*map"):
-        builder.statistics(dataset=train.map(lambda x: x))
+    # Per-batch transformations (map, prefetch) keep the built batches.
+    mapped = train.map(lambda x: x + 1).prefetch(1)
+    assert builder.statistics(dataset=mapped) == builder.statistics(dataset=train)
+    with pytest.raises(ValueError, match=r"made by batch\(\)"):
+        builder.statistics(dataset=train.unbatch().batch(2))
     with pytest.raises(ValueError, match="not returned by a kerasbatch builder"):
         kerasbatch.builders.builder_of(tf.data.Dataset.range(3))
 

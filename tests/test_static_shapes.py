@@ -382,9 +382,13 @@ def tiny_model(jit_compile):
     return model
 
 
-def train_begin(callback, model):
+def train_begin(callback, model, epochs=1):
+    """What model.fit calls before the first batch (the compile warning
+    comes at the first epoch's start, when the fit's epochs are known)."""
     callback.set_model(model)
+    callback.set_params({"epochs": epochs, "verbose": 0, "steps": None})
     callback.on_train_begin()
+    callback.on_epoch_begin(0)
 
 
 MANY = {  # builders whose epoch feeds more than 16 shapes here

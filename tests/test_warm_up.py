@@ -206,6 +206,44 @@ def test_xla_compiles_every_shape_at_train_begin_and_never_in_the_epochs(tmp_pat
     assert counts["plain"] == {"train_begin": 0, "epoch_0": shapes, "epoch_1": shapes}
 
 
+@pytest.mark.backend
+def test_a_mapped_dataset_is_warmed_up_as_fit_gets_it():
+    """The maps of `dataset=` run on the warm-up batches: the train and test
+    steps see the mapped structure (a dict), and fit traces nothing new."""
+
+    class Traces(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self.at_begin = len(self.model.traced)
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.at_epoch_end = len(self.model.traced)
+
+    def as_dict(x, *rest):
+        return ({"x": x, "twice": x * 2}, *rest)
+
+    builder = bucket_builder()
+    train = builder.build(sequences(), targets())
+    val = bucket_builder(num_buckets=2, shuffle=False).build(
+        sequences()[:40], targets()[:40]
+    )
+    mapped, mapped_val = train.map(as_dict).prefetch(1), val.map(as_dict)
+    model = tiny_model()
+    warm_up, traces = (
+        WarmUp(builder, dataset=mapped, validation_data=mapped_val),
+        Traces(),
+    )
+    model.fit(
+        mapped,
+        validation_data=mapped_val,
+        epochs=2,
+        verbose=0,
+        callbacks=[warm_up, traces],
+    )
+    assert len(warm_up.shapes) == 3 and len(warm_up.validation_shapes) == 2
+    assert traces.at_begin > 0
+    assert traces.at_epoch_end == traces.at_begin
+
+
 def test_a_model_not_compiled_per_shape_is_left_alone():
     builder = bucket_builder()
     train = builder.build(sequences(), targets())

@@ -14,6 +14,7 @@ import gc
 import weakref
 
 from kerasbatch import checks
+from kerasbatch.builders import derived
 from kerasbatch.engines import epoch_state, tf_data
 
 #: Every dataset a builder returned that is still in use, mapped to the
@@ -30,12 +31,21 @@ def builder_of(dataset):
     that copy, whose `statistics()`, `plan()` and `running_positions()`
     describe exactly the batches the dataset yields.
 
+    A dataset made from a built one by per-batch transformations (tf.data's
+    `map`, `prefetch`, `with_options`; Grain's `map`, `random_map`,
+    `map_with_index`; see `kerasbatch.builders.derived`) has the same
+    batches, changed one by one: it is served by the same copy.
+
     Args:
-        dataset: a dataset returned by a builder's `build` (not one derived
-            from it by `map`, `repeat`, ...).
+        dataset: a dataset returned by a builder's `build` (or
+            `distribute`), or one made from it by per-batch
+            transformations.
 
     Raises:
-        ValueError: `dataset` was not returned by a builder.
+        ValueError: `dataset` was not returned by a builder nor made from
+            one; or it was made by a transformation that changes which
+            batches an epoch holds (`filter`, `batch`, `repeat`, `take`,
+            `shuffle`, ...): the message names it.
 
     Example:
 
@@ -46,15 +56,43 @@ def builder_of(dataset):
     >>> val = builder.build([np.ones(n) for n in (5, 5)])
     >>> kerasbatch.builders.builder_of(train).statistics().num_elements
     4
+    >>> mapped = train.map(lambda x: {"token_ids": x}).prefetch(2)
+    >>> kerasbatch.builders.builder_of(mapped) is kerasbatch.builders.builder_of(train)
+    True
+    >>> kerasbatch.builders.builder_of(train.repeat())
+    Traceback (most recent call last):
+    ...
+    kerasbatch.builders.derived.DerivedDatasetError: This dataset (_RepeatDataset) is made by repeat() from a dataset a kerasbatch builder built, ...
     """
-    try:
-        return _SERVING[dataset]
-    except (KeyError, TypeError):
+    return _SERVING[built_dataset(dataset)]
+
+
+def built_dataset(dataset):
+    """The dataset a builder's `build` (or `distribute`) returned that
+    `dataset` is, or is made from by per-batch transformations (see
+    `builder_of`); a ValueError otherwise."""
+    return derivation(dataset)[0]
+
+
+def derivation(dataset):
+    """`(built, chain)`: the built dataset under `dataset`, and the per-batch
+    transformations from `dataset` down to it (`kerasbatch.builders.derived`;
+    empty for a built dataset). Raises as `builder_of`."""
+    found = derived.trace(dataset, _is_built)
+    if found is None:
         raise ValueError(
             f"{dataset!r} was not returned by a kerasbatch builder's build(). "
-            "Pass the dataset build() returned itself, not one derived from it "
-            "(map, repeat, take, ...)."
-        ) from None
+            "Pass the dataset build() returned, or one made from it by "
+            "per-batch transformations (map, prefetch, ...)."
+        )
+    return found
+
+
+def _is_built(dataset):
+    try:
+        return dataset in _SERVING
+    except TypeError:  # unhashable
+        return False
 
 
 #: The attributes of a builder's own bookkeeping of its built datasets.
@@ -121,17 +159,21 @@ class Serving:
                     delattr(self, key)
 
     def _serving(self, dataset=None):
-        """The copy serving `dataset` (default: the latest build), or self
-        when nothing was built since the last `adapt`."""
+        """The copy serving `dataset` (default: the latest build; or a dataset
+        made from a built one by per-batch transformations, see
+        `builder_of`), or self when nothing was built since the last
+        `adapt`."""
         if dataset is None:
             return self._latest or self
+        # Names a dataset that no builder returned, or a transformation
+        # that the builder's plan does not describe.
+        dataset = built_dataset(dataset)
         if self._datasets is not None:
             if dataset in self._datasets:
                 return self._datasets[dataset]
             served = _SERVING.get(dataset)  # from distribute(...) of a build
             if served is not None and self._copies.get(id(served)) is served:
                 return served
-        builder_of(dataset)  # names a dataset that no builder returned
         raise ValueError(
             f"This dataset was built by another builder than {self!r}; ask "
             "that builder, or kerasbatch.builders.builder_of(dataset)."

@@ -6,7 +6,8 @@ import warnings
 
 import keras
 
-from kerasbatch.builders.serving import builder_of
+from kerasbatch.builders.derived import DerivedDatasetError
+from kerasbatch.builders.serving import builder_of, built_dataset
 
 POSITION_FILE = "data_position.json"
 
@@ -40,7 +41,9 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     Args:
         backup_dir: where the backup is kept (as Keras' callback).
         dataset: the dataset `model.fit` trains on, built with
-            `engine="python"` or `engine="grain"`.
+            `engine="python"` or `engine="grain"` (or a Grain dataset made
+            from one by `map` and the other per-batch transformations of
+            `kerasbatch.builders.derived`).
         save_freq: `"epoch"` or a number of batches (as Keras' callback).
         double_checkpoint: keep the previous backup too (as Keras').
         delete_checkpoint: delete the backup when `fit` ends (as Keras').
@@ -83,7 +86,13 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
             double_checkpoint=double_checkpoint,
             delete_checkpoint=delete_checkpoint,
         )
-        if not hasattr(dataset, "set_state"):
+        try:  # a Grain dataset mapped from a built one resumes through it
+            built = built_dataset(dataset)
+        except DerivedDatasetError:
+            raise
+        except ValueError:
+            built = dataset
+        if not hasattr(built, "set_state"):
             raise ValueError(
                 "BackupAndRestore resumes the data of datasets built with "
                 "engine='python' or engine='grain' (their position is saved "
@@ -92,7 +101,8 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
                 "resumes at the start of the interrupted epoch."
             )
         self.dataset = dataset
-        self._served = builder_of(dataset)
+        self._built = built  # the dataset build() returned
+        self._served = builder_of(built)
         self._position_path = os.path.join(backup_dir, POSITION_FILE)
         #: Whether the latest `fit` stopped at the end of an epoch resumed
         #: mid-epoch (Grain datasets), so that another `fit` goes on.
@@ -109,11 +119,11 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         with open(self._position_path) as file:
             position = json.load(file)
         epoch, batch = position["epoch"], position["batch"]
-        if batch >= len(self.dataset):  # the backup ended an epoch
+        if batch >= len(self._built):  # the backup ended an epoch
             epoch, batch = epoch + 1, 0
         self._served.set_epoch(epoch)
         if batch:
-            self.dataset.set_state({"epoch": epoch, "batch": batch})
+            self._built.set_state({"epoch": epoch, "batch": batch})
             self._resumed_at = batch
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -128,7 +138,7 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         super().on_train_batch_end(batch, logs)
 
     def on_epoch_end(self, epoch, logs=None):
-        self._trained = len(self.dataset)
+        self._trained = len(self._built)
         resumed, self._resumed_at = self._resumed_at, 0
         super().on_epoch_end(epoch, logs)
         if resumed and _is_grain(self.dataset):

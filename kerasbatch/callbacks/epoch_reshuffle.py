@@ -2,7 +2,7 @@
 
 import keras
 
-from kerasbatch.callbacks.compile_shapes import warn_if_many_shapes
+from kerasbatch.callbacks import compile_shapes
 from kerasbatch.callbacks.fit_datasets import checked_builder
 
 
@@ -17,7 +17,14 @@ class EpochReshuffle(keras.callbacks.Callback):
     batches of an uninterrupted run.
 
     The callback survives keras-tuner's deep copy of callbacks: a copy keeps
-    driving the same builder (and so the datasets it built).
+    driving the same builder (and so the datasets it built, and those made
+    from them by `map` and other per-batch transformations).
+
+    When the model compiles once per batch shape (XLA: `jit_compile`, the
+    JAX backend), it warns at the first epoch's start if the batches of the
+    epochs the fit runs (`initial_epoch` to `epochs - 1`) have more distinct
+    shapes than 16 (or the buckets), with the fix: once per `fit`, with
+    `PaddingEfficiency` in it or not (`kerasbatch.callbacks.compile_shapes`).
 
     Args:
         builder: the `kerasbatch` builder whose dataset `model.fit` iterates.
@@ -48,10 +55,11 @@ class EpochReshuffle(keras.callbacks.Callback):
         self.builder = checked_builder(builder, "EpochReshuffle")
 
     def on_train_begin(self, logs=None):
-        warn_if_many_shapes(self.model, self.builder)
+        compile_shapes.register(self, self.builder, pins=True)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.builder.set_epoch(epoch)
+        compile_shapes.warn_once(self, epoch)
 
     def __deepcopy__(self, memo):
         return type(self)(self.builder)

@@ -1,7 +1,8 @@
 """Which built datasets a callback reports on: the one `model.fit` trains on,
 and the one it validates on."""
 
-from kerasbatch.builders.serving import builder_of
+from kerasbatch.builders.derived import DerivedDatasetError
+from kerasbatch.builders.serving import builder_of, built_dataset
 from kerasbatch.builders.shared import SharedSettings
 
 
@@ -21,17 +22,21 @@ def fit_sources(builder, dataset, validation_data, caller):
 
     Every built dataset is served by a copy of its builder frozen at its
     `build` call (`kerasbatch.builders.builder_of`), whose `statistics()` and
-    `running_positions()` describe exactly its batches.
+    `running_positions()` describe exactly its batches. A dataset made from
+    a built one by per-batch transformations (`map`, `prefetch`, ...; see
+    `kerasbatch.builders.derived`) is described by the same copy.
 
     Args:
         builder: the builder given to the callback.
         dataset: the dataset `model.fit` trains on (built by `builder`, or
-            made from a built one by `distribute` or
-            `distribute_with_service`), or None: the one dataset
-            `builder` built that is still in use (other than
-            `validation_data`), or `builder` itself when it built none.
+            made from a built one by `distribute`,
+            `distribute_with_service` or per-batch transformations), or
+            None: the one dataset `builder` built that is still in use
+            (other than the one `validation_data` is, or is made from), or
+            `builder` itself when it built none.
         validation_data: the validation dataset (returned by any builder's
-            `build`), or None.
+            `build`, or made from one by per-batch transformations), or
+            None.
         caller: the callback's name, for error messages.
 
     Returns:
@@ -40,31 +45,42 @@ def fit_sources(builder, dataset, validation_data, caller):
         validation data.
 
     Raises:
-        ValueError: `dataset` was not built by `builder`, or `dataset` is
-            None and `builder` built several datasets still in use.
+        ValueError: `dataset` was not built by `builder` (or is made from a
+            built dataset by a transformation that changes its batches: the
+            message names it), or `dataset` is None and `builder` built
+            several datasets still in use.
     """
-    validation = None if validation_data is None else builder_of(validation_data)
+    validation = validated = None
+    if validation_data is not None:
+        try:
+            validated = built_dataset(validation_data)
+        except DerivedDatasetError as error:
+            raise DerivedDatasetError(f"{caller}: validation_data: {error}") from None
+        validation = builder_of(validated)
     built = builder.built_datasets()
     if dataset is not None:
         try:
             served = builder._serving(dataset)
+        except DerivedDatasetError as error:
+            raise DerivedDatasetError(f"{caller}: {error}") from None
         except ValueError:
             served = None
         if served is None or served is builder:
             raise ValueError(
-                f"{caller}: the dataset given was not built by {builder!r} "
-                "(or is derived from one it built by map, repeat, ...). Pass "
-                "a dataset this builder's build(), distribute() or "
-                "distribute_with_service() returned."
+                f"{caller}: the dataset given was not built by {builder!r}. "
+                "Pass a dataset this builder's build(), distribute() or "
+                "distribute_with_service() returned, or one made from it by "
+                "per-batch transformations (map, prefetch, ...)."
             )
         return served, validation
-    in_use = [d for d in built if d is not validation_data]
+    in_use = [d for d in built if d is not validated]
     if len(in_use) > 1:
         raise ValueError(
             f"{caller} cannot tell which dataset model.fit trains on: "
             f"{type(builder).__name__} built {len(in_use)} datasets that are "
             "still in use (for example training and validation data). Say "
             f"which: {caller}(builder, dataset=train_dataset), and "
-            "validation_data=val_dataset for the validation figure."
+            "validation_data=val_dataset for the validation figure (the "
+            "datasets model.fit gets, mapped or not)."
         )
     return (builder_of(in_use[0]) if in_use else builder), validation

@@ -2,7 +2,7 @@
 
 import keras
 
-from kerasbatch.callbacks.compile_shapes import warn_if_many_shapes
+from kerasbatch.callbacks import compile_shapes
 from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
 
 
@@ -21,9 +21,22 @@ class PaddingEfficiency(keras.callbacks.Callback):
     One builder often builds both the training and the validation data. The
     callback reports on the dataset `model.fit` trains on: the one given as
     `dataset`, else the only dataset the builder built that is still in use
-    (besides `validation_data`); if there are several, training starts with
-    an error that asks which. With `validation_data`, it also writes
-    `"val_<name>"`: the exact padding efficiency of the validation pass.
+    (besides the one `validation_data` is or is made from); if there are
+    several, training starts with an error that asks which. With
+    `validation_data`, it also writes `"val_<name>"`: the exact padding
+    efficiency of the validation pass.
+
+    Datasets mapped after `build` are followed: `dataset` and
+    `validation_data` may be made from built datasets by per-batch
+    transformations (tf.data's `map`, `prefetch`, `with_options`; Grain's
+    `map`, `random_map`, `map_with_index`), which keep every batch and its
+    padding; other transformations (`filter`, `unbatch`, `repeat`, `take`,
+    ...) are an error that names them (`kerasbatch.builders.derived`).
+
+    With `EpochReshuffle`, it warns at the first epoch's start when the
+    model compiles per shape (XLA: `jit_compile`, the JAX backend) and the
+    batches of the epochs the fit runs have many distinct shapes, once per
+    `fit` (`kerasbatch.callbacks.compile_shapes`).
 
     Args:
         builder: the `kerasbatch` builder whose dataset `model.fit` iterates.
@@ -33,13 +46,14 @@ class PaddingEfficiency(keras.callbacks.Callback):
         per_component: also write `"<name>_padding_efficiency"` for every
             sequence component (x, y, sample weights or dict keys).
         name: the log key. Defaults to `"padding_efficiency"`.
-        dataset: the dataset `model.fit` trains on, as `builder.build`
-            returned it. Needed only when the builder built several datasets
-            still in use.
-        validation_data: the validation dataset given to `model.fit`, as a
-            builder's `build` returned it (this builder or another), for
-            `"val_<name>"` (and `"val_<component>_<name>"` with
-            `per_component`).
+        dataset: the dataset `model.fit` trains on: as `builder.build`
+            returned it, or made from it by per-batch transformations
+            (`map`, ...). Needed only when the builder built several
+            datasets still in use.
+        validation_data: the validation dataset given to `model.fit` (as a
+            builder's `build` returned it, this builder's or another's, or
+            mapped from it), for `"val_<name>"` (and
+            `"val_<component>_<name>"` with `per_component`).
 
     Example:
 
@@ -60,6 +74,21 @@ class PaddingEfficiency(keras.callbacks.Callback):
     ...     builder, validation_data=val)
     >>> history = model.fit(train, validation_data=val, epochs=1, verbose=0,
     ...     shuffle=False, callbacks=[callback])
+    >>> history.history["padding_efficiency"], history.history["val_padding_efficiency"]
+    ([0.8333333333333334], [0.8571428571428571])
+
+    Mapped datasets (here to keras-hub's input name) report the same:
+
+    >>> inputs = keras.Input((None,), dtype="int32", name="token_ids")
+    >>> hub_model = keras.Model({"token_ids": inputs}, model(inputs))
+    >>> hub_model.compile("sgd", "mse")
+    >>> def rename(x, y):
+    ...     return {"token_ids": x}, y
+    >>> mapped_train, mapped_val = train.map(rename), val.map(rename)
+    >>> callback = kerasbatch.callbacks.PaddingEfficiency(
+    ...     builder, validation_data=mapped_val)
+    >>> history = hub_model.fit(mapped_train, validation_data=mapped_val,
+    ...     epochs=1, verbose=0, shuffle=False, callbacks=[callback])
     >>> history.history["padding_efficiency"], history.history["val_padding_efficiency"]
     ([0.8333333333333334], [0.8571428571428571])
     """
@@ -90,7 +119,7 @@ class PaddingEfficiency(keras.callbacks.Callback):
         self._training, self._validation = fit_sources(
             self.builder, self.dataset, self.validation_data, type(self).__name__
         )
-        warn_if_many_shapes(self.model, self.builder)
+        compile_shapes.register(self, self.builder, self._training, self._validation)
 
     def on_train_end(self, logs=None):
         self._training = self._validation = None
@@ -98,6 +127,7 @@ class PaddingEfficiency(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self._validated = False
         self._data_epoch = None
+        compile_shapes.warn_once(self, epoch)
 
     def on_test_end(self, logs=None):
         self._validated = True

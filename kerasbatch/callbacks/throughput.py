@@ -22,8 +22,9 @@ class Throughput(keras.callbacks.Callback):
         builder: the `kerasbatch` builder whose dataset `model.fit` iterates.
         name: the log key. Defaults to `"throughput"`.
         dataset: the dataset `model.fit` trains on, as `builder.build`
-            returned it. Needed only when the builder built several datasets
-            still in use (as `kerasbatch.callbacks.PaddingEfficiency`).
+            returned it or mapped from it. Needed only when the builder
+            built several datasets still in use (as
+            `kerasbatch.callbacks.PaddingEfficiency`).
 
     Example:
 

@@ -7,6 +7,7 @@ import keras
 import numpy as np
 
 from kerasbatch import optional
+from kerasbatch.builders import derived, serving
 from kerasbatch.builders.serving import builder_of
 from kerasbatch.callbacks.compile_shapes import compiles_per_shape
 from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
@@ -72,11 +73,16 @@ class WarmUp(keras.callbacks.Callback):
     Args:
         builder: the `kerasbatch` builder whose dataset `model.fit` trains on.
         dataset: the dataset `model.fit` trains on, as `builder.build`
-            returned it. Needed only when the builder built several datasets
-            still in use.
+            returned it or made from it by per-batch transformations
+            (`map`, `prefetch`, ...; `kerasbatch.builders.derived`): the
+            warm-up runs its maps on the warm-up batches, so the model is
+            compiled for the batches `fit` gives it. Needed when the builder
+            built several datasets still in use, and when `fit` trains on a
+            mapped dataset.
         validation_data: the validation dataset given to `model.fit`, as a
-            builder's `build` returned it: its shapes are warmed up too
-            (the test step, which only metric states remember).
+            builder's `build` returned it or mapped from it: its shapes are
+            warmed up too (the test step, which only metric states
+            remember).
         epochs: how many epochs of shapes to warm up, from the one the
             dataset will yield next.
         verbose: 1 prints how many shapes were compiled, and how long it
@@ -139,13 +145,13 @@ class WarmUp(keras.callbacks.Callback):
             return  # nothing is compiled per shape: nothing to warm up
         _check_distribution(model)
         started = time.perf_counter()
-        train_spec = self._training_spec(training)
-        batches, self.shapes = _shape_batches(training, train_spec, self.epochs)
-        val_batches = []
+        batches, train_spec, self.shapes = _warm_up_batches(
+            training, self._training_dataset(training), self.epochs
+        )
+        val_batches, val_spec = [], None
         if validation is not None:
-            val_spec = getattr(self.validation_data, "element_spec", None)
-            val_batches, self.validation_shapes = _shape_batches(
-                validation, val_spec, self.epochs
+            val_batches, val_spec, self.validation_shapes = _warm_up_batches(
+                validation, self.validation_data, self.epochs
             )
         with _variables_kept(model, train_spec):
             _run(model, "train", batches, train_spec)
@@ -159,29 +165,31 @@ class WarmUp(keras.callbacks.Callback):
                 f"{self.seconds:.1f}s"
             )
 
-    def _training_spec(self, training):
-        """The element_spec of the dataset `fit` trains on (None for the
-        numpy engines, whose batches go to JAX as they are)."""
+    def _training_dataset(self, training):
+        """The dataset `fit` trains on: `dataset`, or the one built (None
+        for the numpy engines, whose batches go to JAX as they are, unless
+        `dataset` was made from one by Grain transformations)."""
         if training._engine != "tf.data":
             if keras.backend.backend() != "jax":
                 raise ValueError(
                     f"WarmUp warms up datasets of the {training._engine!r} engine "
                     "on JAX; on TensorFlow, build with engine='tf.data'."
                 )
-            return None
+            return self.dataset
         dataset = self.dataset
         if dataset is None:
             for built in self.builder.built_datasets():
                 if builder_of(built) is training:
                     dataset = built
                     break
-        if not isinstance(dataset, tf.data.Dataset):
+        root = serving.built_dataset(dataset)
+        if not isinstance(root, tf.data.Dataset):
             raise ValueError(
                 "WarmUp warms up a tf.data.Dataset that a builder built (or "
                 "made with distribute_with_service); a distributed dataset "
-                f"({type(dataset).__name__}) is not supported."
+                f"({type(root).__name__}) is not supported."
             )
-        return dataset.element_spec
+        return dataset
 
     def __deepcopy__(self, memo):
         return type(self)(
@@ -221,6 +229,20 @@ def _probe(served, epoch):
     if hasattr(probe, "_batches") and source is not None:  # a stream
         return probe._batches(source, None)
     return probe._make_dataset()
+
+
+def _warm_up_batches(served, dataset, epochs):
+    """One batch of every distinct shape of `epochs` epochs, as `dataset`
+    (the dataset `fit` iterates, served by `served`: a built one, or one made
+    from it by per-batch transformations, whose maps run on the batches;
+    None: the built one, of a numpy engine) yields them; its
+    `element_spec` (None for the numpy engines); and the shapes (as
+    `batch_shapes` lists them)."""
+    built, chain = (None, []) if dataset is None else serving.derivation(dataset)
+    element_spec = built.element_spec if served._engine == "tf.data" else None
+    batches, shapes = _shape_batches(served, element_spec, epochs)
+    batches, element_spec = derived.replay(chain, batches, element_spec)
+    return batches, element_spec, shapes
 
 
 def _shape_batches(served, element_spec, epochs):
