@@ -195,31 +195,34 @@ class ModelInputs(Configurable):
         """Whether these inputs follow a sequence component of x."""
         return bool(self.padding_mask or self.shift_targets or self.constants)
 
-    def check_lengths(self, name, lengths):
-        """Raises naming the first element of component `name` too short
-        for these inputs: fewer than 2 positions with `shift_targets` (a
-        token and its next one), none with a padding mask (its row would
-        be all False, which fused attention turns into NaN)."""
+    def shortest(self, name):
+        """`(fewest positions, message template)` an element of component
+        `name` needs: 2 with `shift_targets` (a token and its next one), 1
+        with a padding mask (an all-False row is NaN in fused attention),
+        else 0. The template's `{}`s take the element's index and length."""
         if self.shift_targets:
             minimum, why = 2, "shift_targets=True needs a token and its next one"
         elif self.padding_mask is not None:
-            minimum, why = (
-                1,
-                (
-                    "its padding_mask row would be all False, which fused "
-                    "attention kernels turn into NaN"
-                ),
+            minimum = 1
+            why = (
+                "its padding_mask row would be all False, which fused "
+                "attention kernels turn into NaN"
             )
         else:
-            return
+            return 0, ""
+        return minimum, (
+            f"Element {{}} of {name} has {{}} positions, and ModelInputs "
+            f"needs at least {minimum}: {why}. Leave such elements out."
+        )
+
+    def check_lengths(self, name, lengths):
+        """Raises naming the first element of component `name` shorter
+        than `shortest(name)` allows."""
+        minimum, template = self.shortest(name)
         short = np.flatnonzero(np.asarray(lengths) < minimum)
         if len(short):
             index = int(short[0])
-            raise ValueError(
-                f"Element {index} of {name!r} has {int(lengths[index])} "
-                f"positions, and ModelInputs needs at least {minimum}: {why}. "
-                "Leave such elements out."
-            )
+            raise ValueError(template.format(index, int(lengths[index])))
 
     def _sequence_component(self, sequence_names):
         if not self._needs_sequence():

@@ -253,12 +253,12 @@ def _build(inputs, x, y=None, builder=None):
         (
             CAUSAL,
             {"x": [np.ones(3), np.ones(1), np.ones(4)]},
-            "Element 1 of 'x' has 1 positions.*at least 2",
+            "Element 1 of x has 1 positions.*at least 2",
         ),
         (
             ModelInputs(padding_mask="mask"),
             {"x": [np.ones(3), np.ones(2), np.ones(0)]},
-            "Element 2 of 'x' has 0 positions.*NaN",
+            "Element 2 of x has 0 positions.*NaN",
         ),
     ],
 )
@@ -266,6 +266,14 @@ def test_bad_data_is_refused_naming_it(inputs, data, message):
     x = data.get("x", [np.ones(3)] * 3)
     with pytest.raises(ValueError, match=message):
         _build(inputs, x, data.get("y"))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_stream_names_an_element_too_short(engine):
+    x = [np.arange(1, 5), np.arange(1, 4), np.array([7]), np.arange(1, 6)]
+    builder = kerasbatch.StreamBucketBuilder([4], batch_size=2, model_inputs=CAUSAL)
+    with pytest.raises(Exception, match="Element 2 of x has 1 positions"):
+        _batches(builder, x, engine=engine)
 
 
 def test_packed_names_that_clash_are_refused():
@@ -276,7 +284,9 @@ def test_packed_names_that_clash_are_refused():
     builder = kerasbatch.PackedBuilder(
         8, segment_ids_name="segment_ids", model_inputs=bert_like
     )
-    with pytest.raises(ValueError, match="model_inputs makes an input.*are token types"):
+    with pytest.raises(
+        ValueError, match="model_inputs makes an input.*are token types"
+    ):
         builder.build(x)
 
 

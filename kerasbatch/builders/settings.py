@@ -162,12 +162,14 @@ class Settings(Configurable):
         """Raises if `model_inputs` cannot be made for an x of dict keys
         `x_keys` (None: one array) and sequence components
         `sequence_names`; `lengths` (`{name: lengths}` of data in memory)
-        also finds elements too short for them."""
+        also finds elements too short for them. Returns the sequence
+        component they follow (None if none)."""
         if self.model_inputs is None:
-            return
+            return None
         name = self.model_inputs.check(x_keys, sequence_names, has_targets)
         if name is not None and lengths is not None:
             self.model_inputs.check_lengths(name, lengths[name])
+        return name
 
     def _check_filler_weights(self, has_targets, lengths_only=False):
         """Filler rows are kept out of training by a zero `sample_weight`,

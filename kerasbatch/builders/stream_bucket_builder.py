@@ -438,7 +438,13 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         ]
         if self.output_lengths:
             outputs.check_length_names(elements.keys[0], x_sequences)
-        self._check_model_inputs(elements.keys[0], x_sequences, has_targets)
+        followed = self._check_model_inputs(elements.keys[0], x_sequences, has_targets)
+        #: `(column, fewest positions, message)`: elements too short for
+        #: the model inputs are an error (checked block by block).
+        self._shortest = None
+        if followed is not None:
+            column = elements.sequence_names.index(followed)
+            self._shortest = (column, *self.model_inputs.shortest(followed))
         if (
             self.output_mask
             and not self._makes_targets
@@ -838,6 +844,10 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         for reference, other, template in self._elements.aligned():
             unequal = tf.not_equal(lengths[:, other], lengths[:, reference])
             checks.append(_check_rows(unequal, index, lengths[:, other], template))
+        if self._shortest is not None:
+            column, minimum, template = self._shortest
+            short = lengths[:, column] < minimum
+            checks.append(_check_rows(short, index, lengths[:, column], template))
         if self.max_length is not None:
             too_long = length > self.max_length
             if self.overflow == "error":

@@ -292,6 +292,10 @@ class StreamBatches:
         for reference, other, template in self._elements.aligned():
             unequal = lengths[:, other] != lengths[:, reference]
             _check_rows(unequal, index, lengths[:, other], template)
+        if served._shortest is not None:
+            column, minimum, template = served._shortest
+            short = lengths[:, column] < minimum
+            _check_rows(short, index, lengths[:, column], template)
         length = lengths.max(axis=1)
         keep, limit = None, plan_lib.NO_LIMIT
         if served.max_length is not None:

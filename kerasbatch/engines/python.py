@@ -39,9 +39,12 @@ NOT_AN_ARRAY = (
 
 class _NotAnArray:
     """Makes `np.array(dataset)` fail with `NOT_AN_ARRAY`, not with numpy's
-    "inhomogeneous shape" after reading every batch."""
+    "inhomogeneous shape" after reading every batch. (An `__array__` method
+    would make Keras take the dataset for an array; numpy also reads
+    `__array_interface__`, which Keras does not.)"""
 
-    def __array__(self, dtype=None, copy=None):
+    @property
+    def __array_interface__(self):
         raise TypeError(NOT_AN_ARRAY)
 
 
