@@ -434,30 +434,60 @@ class PlannedBuilder(SharedSettings):
     def _planned_dataset(self, batch_function, num_batches, replicas=None):
         """Each iteration: the next epoch's batches, made by `batch_function`.
 
-        The epoch is read (and advanced) once per iteration; a checkpoint
-        of the iterator keeps the running epoch and position in it, and
-        ignores the epoch counter, which `set_epoch` drives. With
-        `replicas` (a `ReplicaSlice`), each batch is cut into the parts of
-        those replicas, one element per replica and step.
+        The epoch is read once per iteration, and advanced when the
+        iteration's last batch is taken, as on the numpy engines: an
+        iteration given up part-way, such as Keras' look at the first batch
+        on JAX and torch (to build the model), repeats the epoch, so the
+        first epoch of a `fit` is 0 on every backend. A checkpoint of the
+        iterator keeps the running epoch and position in it; the epoch
+        counter, which `set_epoch` drives, is set past that epoch at its
+        end. With `replicas` (a `ReplicaSlice`), each batch is cut into the
+        parts of those replicas, one element per replica and step, and the
+        epoch advances when an iteration goes past its last part
+        (`_advanced_at_end`).
         """
+        epochs = tf.data.Dataset.range(1).map(lambda _: self._read_epoch())
+        parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
         if replicas is None:
-            epochs = tf.data.Dataset.range(1).map(lambda _: self._start_epoch())
-            dataset = epochs.flat_map(self._epoch_batches)
+            dataset = epochs.flat_map(
+                lambda epoch: self._numbered_batches(epoch, num_batches)
+            )
+            dataset = dataset.map(
+                lambda epoch, last, batch: (epoch, last, batch_function(batch)),
+                **parallel,
+            )
+            # After the prefetch, so that it runs as the consumer takes a batch.
+            dataset = self._prefetched(dataset).map(self._taken)
         else:
-            epochs = tf.data.Dataset.range(1).map(lambda _: self._read_epoch())
             dataset = epochs.flat_map(
                 lambda epoch: self._replica_epoch(epoch, replicas)
             )
+            dataset = dataset.map(batch_function, **parallel)
+            dataset = self._advanced_at_end(self._prefetched(dataset))
             num_batches *= replicas.count
-        dataset = dataset.map(
-            batch_function, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
-        )
-        dataset = self._prefetched(dataset)
-        if replicas is not None:
-            dataset = self._advanced_at_end(dataset)
         return tf_data.checkpointable(
             dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
         )
+
+    def _numbered_batches(self, epoch, num_batches):
+        """`(epoch, whether it is the last, batch function's arguments)` of
+        every batch of `epoch` (a tensor), as a dataset."""
+        numbered = self._epoch_batches(epoch).enumerate()
+        return numbered.map(
+            lambda number, batch: (epoch, number + 1 >= num_batches, batch)
+        )
+
+    def _taken(self, epoch, last, batch):
+        """`batch`, taken by the consumer: the epoch's last batch sets the
+        epoch counter to `epoch + 1`."""
+
+        def advance():
+            with tf.control_dependencies([self._state.mark_started(epoch)]):
+                return self._state.advance_past_started()
+
+        advanced = tf.cond(last, advance, lambda: tf.constant(-1, tf.int64))
+        with tf.control_dependencies([advanced]):
+            return tf.nest.map_structure(tf.identity, batch)
 
     def _epoch_batches(self, epoch):
         """The batch function's arguments for every batch of `epoch` (a

@@ -1,0 +1,114 @@
+"""The same epochs on every backend: the first epoch of a `fit` is epoch 0.
+
+Keras on JAX and torch takes the first batch of a fresh iterator to build
+the model, then starts again; that look must not take an epoch. Each
+backend runs in a subprocess of its own (`KERAS_BACKEND`), on the tf.data
+engine, without `EpochReshuffle`.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kerasbatch
+
+BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
+
+SCRIPT = """
+import json
+import keras
+import numpy as np
+import kerasbatch
+from kerasbatch.builders import builder_of
+
+x = [np.full((n, 1), 1.0, "float32") for n in range(1, 14)]
+y = np.arange(len(x), dtype="float32")  # element ids
+
+
+class Recording(keras.Model):
+    # Records the element ids of every batch trained on.
+    def __init__(self):
+        super().__init__()
+        self.pool = keras.layers.GlobalAveragePooling1D()
+        self.out = keras.layers.Dense(1)
+        self.recorded = []
+
+    def call(self, x):
+        return self.out(self.pool(x))
+
+    def train_step(self, *arguments):  # JAX passes the state first
+        ids = keras.ops.convert_to_numpy(arguments[-1][1])
+        self.recorded.append(ids.astype(int).tolist())
+        return super().train_step(*arguments)
+
+
+def run(first):
+    builder = kerasbatch.BucketBuilder([4, 8], batch_size=4, seed=0)
+    dataset = builder.build(x, y)
+    served = builder_of(dataset)
+    model = Recording()  # not built: Keras looks at a first batch
+    model.compile("sgd", "mse", run_eagerly=True)
+    before = None
+    if first:
+        getattr(model, first)(dataset, verbose=0)
+        before = served.last_started_epoch
+    model.recorded = []
+    started = []
+    record = keras.callbacks.LambdaCallback(
+        on_epoch_end=lambda epoch, logs: started.append(served.last_started_epoch)
+    )
+    model.fit(dataset, epochs=3, verbose=0, callbacks=[record])
+    planned = []
+    for epoch in started:
+        plan = served.plan(epoch)
+        planned += [b.tolist() for b in np.split(plan.indices, plan.batch_splits[1:-1])]
+    return {
+        "before": before,
+        "started": started,
+        "next": served.epoch,
+        "trained_as_planned": model.recorded == planned,
+    }
+
+
+print(json.dumps({first or "fit": run(first) for first in (None, "predict", "evaluate")}))
+"""
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_the_first_epoch_of_a_fit_is_0_on_every_backend(backend):
+    if importlib.util.find_spec(BACKENDS[backend]) is None:
+        pytest.skip(f"{backend} is not installed")
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = json.loads(result.stdout.splitlines()[-1])
+    expected = {"before": None, "started": [0, 1, 2], "next": 3}
+    assert runs["fit"] == {**expected, "trained_as_planned": True}
+    # A whole predict or evaluate pass is epoch 0, whatever Keras looked at.
+    for first in ("predict", "evaluate"):
+        expected = {"before": 0, "started": [1, 2, 3], "next": 4}
+        assert runs[first] == {**expected, "trained_as_planned": True}, first
+
+
+def test_an_iterator_given_up_part_way_repeats_its_epoch():
+    x = [np.ones(n, "float32") for n in range(1, 13)]
+    dataset = kerasbatch.BucketBuilder([4, 8], batch_size=4, seed=0).build(x)
+    served = kerasbatch.builders.builder_of(dataset)
+    iter(dataset)  # never read
+    peeked = next(iter(dataset))
+    assert (served.last_started_epoch, served.epoch) == (0, 0)
+    batches = list(dataset)
+    np.testing.assert_array_equal(batches[0], peeked)
+    assert (served.last_started_epoch, served.epoch) == (0, 1)
+    list(dataset)
+    assert (served.last_started_epoch, served.epoch) == (1, 2)
