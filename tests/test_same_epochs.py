@@ -75,7 +75,30 @@ def run(first):
     }
 
 
-print(json.dumps({first or "fit": run(first) for first in (None, "predict", "evaluate")}))
+def run_stream(known):
+    import tensorflow as tf
+
+    ragged = tf.ragged.constant([row.tolist() for row in x], ragged_rank=1)
+    source = tf.data.Dataset.from_tensor_slices((ragged, y))
+    if not known:  # a cardinality tf.data does not know
+        source = source.filter(lambda *_: True)
+    builder = kerasbatch.StreamBucketBuilder([4, 8], batch_size=4, seed=0)
+    dataset = builder.build(source)
+    served = builder_of(dataset)
+    model = Recording()
+    model.compile("sgd", "mse", run_eagerly=True)
+    started = []
+    record = keras.callbacks.LambdaCallback(
+        on_epoch_end=lambda epoch, logs: started.append(served.last_started_epoch)
+    )
+    model.fit(dataset, epochs=3, verbose=0, callbacks=[record])
+    return {"started": started, "next": served.epoch}
+
+
+runs = {first or "fit": run(first) for first in (None, "predict", "evaluate")}
+runs["stream"] = run_stream(known=True)
+runs["stream of unknown length"] = run_stream(known=False)
+print(json.dumps(runs))
 """
 
 
@@ -94,6 +117,8 @@ def test_the_first_epoch_of_a_fit_is_0_on_every_backend(backend):
     runs = json.loads(result.stdout.splitlines()[-1])
     expected = {"before": None, "started": [0, 1, 2], "next": 3}
     assert runs["fit"] == {**expected, "trained_as_planned": True}
+    for stream in ("stream", "stream of unknown length"):
+        assert runs[stream] == {"started": [0, 1, 2], "next": 3}, stream
     # A whole predict or evaluate pass is epoch 0, whatever Keras looked at.
     for first in ("predict", "evaluate"):
         expected = {"before": 0, "started": [1, 2, 3], "next": 4}

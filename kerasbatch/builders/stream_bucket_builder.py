@@ -474,13 +474,29 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         return num_batches
 
     def _batches(self, dataset, num_batches):
-        """The pipeline of a built dataset (`num_batches` per epoch, or None)."""
+        """The pipeline of a built dataset (`num_batches` per epoch, or None).
+
+        Each iteration reads the epoch and moves the counter past it when
+        the iteration's last batch is taken (as the planned builders and
+        the numpy engines do): Keras' look at a first batch on JAX and
+        torch, to build the model, does not take an epoch.
+        """
         self._reset_counters(len(self._elements.sequence_names))
-        epochs = tf.data.Dataset.range(1).map(_plain(self._begin_epoch))
+        epochs = tf.data.Dataset.range(1).map(
+            _plain(lambda _: self._begin_epoch(_, advance=False))
+        )
         batches = epochs.flat_map(
             _plain(lambda epoch: self._counted(self._epoch_batches(dataset, epoch)))
         )
         batches = self._prefetched(batches)
+        if num_batches is None:  # the end is known when it is reached
+            batches = self._advanced_at_end(batches)
+        elif num_batches != _INFINITE:
+            batches = batches.enumerate().map(
+                _plain(
+                    lambda number, batch: self._taken(number + 1 >= num_batches, batch)
+                )
+            )
         if num_batches is not None:
             batches = batches.apply(
                 tf.data.experimental.assert_cardinality(num_batches)
@@ -723,6 +739,17 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
             np.array(self.resolved_batch_sizes), self.batch_multiple
         )
         return rows, self.remainder == "keep"
+
+    def _taken(self, last, batch):
+        """`batch`, taken by the consumer; the epoch's `last` batch moves the
+        epoch counter past the epoch."""
+        advanced = tf.cond(
+            last,
+            self._state.advance_past_started,
+            lambda: tf.constant(-1, tf.int64),
+        )
+        with tf.control_dependencies([advanced]):
+            return tf.nest.map_structure(tf.identity, batch)
 
     def _reset_counters(self, num_components):
         self._counters = counters_lib.GraphStreamCounters(num_components)

@@ -1,7 +1,10 @@
 """The `tf.data` engine: what turns a plan into batches inside a graph.
 
 - `GraphEpochState`: a built dataset's epochs in CPU variables, which its
-  graph reads and advances (every new iteration reads the next epoch);
+  graph reads and advances: an iteration reads the epoch, and the counter
+  moves past it when the epoch's last batch is taken (an iteration given
+  up part-way repeats its epoch); the tf.data service's pipelines advance
+  it when an iteration starts (`start_in_graph`);
 - `BatchArguments` and `BatchFunction`: the seam where a batch of the plan
   becomes tensors, and the map that gathers, cuts and pads it (the twin of
   `kerasbatch.engines.numpy_batches.BatchFunction`);
