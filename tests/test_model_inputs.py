@@ -1,11 +1,7 @@
 """`kerasbatch.ModelInputs`: renamed inputs, a computed padding mask,
 constants and next-token targets, on every builder and engine (issue 26)."""
 
-import os
-import subprocess
-import sys
-import textwrap
-
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -329,8 +325,9 @@ def _causal_lm(name):
 
 
 def _token_data(num=40, seed=0):
+    """Texts of a few lengths: on JAX every length run alone compiles."""
     rng = np.random.default_rng(seed)
-    return [rng.integers(1, 64, n) for n in rng.integers(2, 40, num)]
+    return [rng.integers(1, 64, n) for n in rng.choice([2, 5, 9, 17, 30], num)]
 
 
 def test_keras_hub_reads_the_inputs_of_the_model():
@@ -346,28 +343,35 @@ def test_keras_hub_reads_the_inputs_of_the_model():
         mask_of="ids",
         shift_targets=True,
     )
-    import keras
-
     images = keras.Input((4, 4, 3), name="images")
     other = keras.Model({"images": images}, keras.layers.Flatten()(images))
     with pytest.raises(ValueError, match="takes the input 'images'"):
         ModelInputs.keras_hub(other)
 
 
+@pytest.mark.backend
 def test_bert_classifier_on_buckets_predicts_as_each_text_alone():
     model = _bert()
     x = _token_data()
-    builder = kerasbatch.BucketBuilder(
-        [8, 16, 32], batch_size=8, model_inputs=ModelInputs.keras_hub(model)
+    builder = kerasbatch.BucketBuilder(  # one shape per bucket: few compiles
+        [8, 16, 32],
+        batch_size=8,
+        pad_to_bucket=True,
+        model_inputs=ModelInputs.keras_hub(model),
     )
-    model.compile(
-        loss="sparse_categorical_crossentropy", optimizer="adam", jit_compile=False
-    )
-    history = model.fit(builder.build(x, np.arange(len(x)) % 3), epochs=2, verbose=0)
+    model.compile(loss="sparse_categorical_crossentropy", optimizer="adam")
+    # keras-hub's fit takes tf.data or Grain datasets; Keras on TensorFlow
+    # fixes a Grain dataset's shapes from its first batches.
+    engine = "tf.data" if keras.backend.backend() == "tensorflow" else "grain"
+    train = builder.build(x, np.arange(len(x)) % 3, engine=engine)
+    history = model.fit(train, epochs=2, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
     dataset = builder.build(x)
     predicted = kerasbatch.restore_order(model.predict(dataset, verbose=0), dataset)
-    for tokens, logits in zip(x[:8], predicted[:8], strict=True):
+    one_per_length = {len(tokens): i for i, tokens in enumerate(x)}.values()
+    for tokens, logits in zip(
+        [x[i] for i in one_per_length], predicted[list(one_per_length)], strict=True
+    ):
         alone = model.predict_on_batch(
             {
                 "token_ids": tokens[None],
@@ -392,6 +396,7 @@ def test_keras_hub_fit_on_the_python_engine_says_which_engines_to_use():
     assert len(dataset[0][0]["token_ids"]) == 8  # the dataset itself works
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
 def test_causal_lm_trains_on_shifted_targets_and_predicts_as_alone(name):
     model = _causal_lm(name)
@@ -417,8 +422,9 @@ def test_causal_lm_trains_on_shifted_targets_and_predicts_as_alone(name):
     assert "padding_efficiency" in history.history
     inputs, targets, weights = next(iter(builder.build(x)))
     logits = np.asarray(model.predict_on_batch(inputs))
-    for row in range(len(targets)):
-        n = int(np.asarray(weights[row]).sum()) + 1
+    lengths = np.asarray(weights).sum(axis=1).astype(int) + 1
+    for row in {n: row for row, n in enumerate(lengths)}.values():  # one per length
+        n = lengths[row]
         tokens = np.asarray(inputs["token_ids"][row, :n])
         alone = model.predict_on_batch(
             {"token_ids": tokens[None, :-1], "padding_mask": np.ones((1, n - 1), bool)}
@@ -428,61 +434,4 @@ def test_causal_lm_trains_on_shifted_targets_and_predicts_as_alone(name):
 
 
 def keras_loss():
-    import keras
-
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-
-JAX_SCRIPT = textwrap.dedent(
-    """
-    import numpy as np, keras, keras_hub, kerasbatch
-    from kerasbatch import ModelInputs
-    assert keras.backend.backend() == "jax"
-    rng = np.random.default_rng(0)
-    x = [rng.integers(1, 64, n) for n in rng.integers(2, 40, 40)]
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=64, num_layers=1, num_heads=2, hidden_dim=8,
-        intermediate_dim=16, max_sequence_length=64)
-    bert = keras_hub.models.BertTextClassifier(backbone, 3, preprocessor=None)
-    bert.compile(loss="sparse_categorical_crossentropy", optimizer="adam")
-    builder = kerasbatch.BucketBuilder(
-        [8, 16, 32], batch_size=8, model_inputs=ModelInputs.keras_hub(bert))
-    for engine in ("tf.data", "grain"):
-        loss = bert.fit(builder.build(x, np.arange(40) % 3, engine=engine),
-                        epochs=1, verbose=0).history["loss"]
-        assert np.isfinite(loss).all(), loss
-    backbone = keras_hub.models.GPT2Backbone(
-        vocabulary_size=64, num_layers=1, num_heads=2, hidden_dim=8,
-        intermediate_dim=16, max_sequence_length=64)
-    gpt = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
-    gpt.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                optimizer="adam")
-    builder = kerasbatch.PackedBuilder(
-        64, batch_size=4, model_inputs=ModelInputs.keras_hub(gpt))
-    loss = gpt.fit(builder.build(x, engine="grain"), epochs=1, verbose=0)
-    assert np.isfinite(loss.history["loss"]).all()
-    builder = kerasbatch.PaddedBuilder(
-        batch_size=8, shuffle=False, model_inputs=ModelInputs.keras_hub(gpt))
-    inputs, targets, weights = next(iter(builder.build(x, engine="grain")))
-    logits = np.asarray(gpt.predict_on_batch(inputs))
-    n = int(weights[0].sum()) + 1
-    alone = gpt.predict_on_batch({"token_ids": inputs["token_ids"][:1, : n - 1],
-                                  "padding_mask": np.ones((1, n - 1), bool)})
-    np.testing.assert_allclose(logits[0, : n - 1], alone[0], atol=1e-5)
-    print("ok")
-    """
-)
-
-
-def test_keras_hub_models_on_jax():
-    pytest.importorskip("jax")
-    result = subprocess.run(
-        [sys.executable, "-c", JAX_SCRIPT],
-        env={**os.environ, "KERAS_BACKEND": "jax"},
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), (
-        result.stderr[-3000:]
-    )
