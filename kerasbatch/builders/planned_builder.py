@@ -438,7 +438,9 @@ class PlannedBuilder(SharedSettings):
         iteration's last batch is taken, as on the numpy engines: an
         iteration given up part-way, such as Keras' look at the first batch
         on JAX and torch (to build the model), repeats the epoch, so the
-        first epoch of a `fit` is 0 on every backend. A checkpoint of the
+        first epoch of a `fit` is 0 on every backend. On the TensorFlow
+        backend, which never looks, the epoch advances as an iteration
+        starts, at no cost per batch (`_advances_when_taken`). A checkpoint of the
         iterator keeps the running epoch and position in it; the epoch
         counter, which `set_epoch` drives, is set past that epoch at its
         end. With `replicas` (a `ReplicaSlice`), each batch is cut into the
@@ -446,8 +448,15 @@ class PlannedBuilder(SharedSettings):
         epoch advances when an iteration goes past its last part
         (`_advanced_at_end`).
         """
-        epochs = tf.data.Dataset.range(1).map(lambda _: self._read_epoch())
         parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
+        if replicas is None and not self._advances_when_taken():
+            epochs = tf.data.Dataset.range(1).map(lambda _: self._start_epoch())
+            dataset = epochs.flat_map(self._epoch_batches)
+            dataset = self._prefetched(dataset.map(batch_function, **parallel))
+            return tf_data.checkpointable(
+                dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
+            )
+        epochs = tf.data.Dataset.range(1).map(lambda _: self._read_epoch())
         if replicas is None:
             dataset = epochs.flat_map(
                 lambda epoch: self._numbered_batches(epoch, num_batches)

@@ -6,6 +6,8 @@ them: `distribute` over a `tf.distribute` strategy, and the epoch counter
 that their graphs read.
 """
 
+import keras
+
 from kerasbatch import plan as plan_lib
 from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders import serving as serving_lib
@@ -127,6 +129,20 @@ class SharedSettings(serving_lib.Serving, Settings):
     def _read_epoch(self):
         """In a pipeline: reads the epoch counter (a tensor), not advancing it."""
         return self._state.read_in_graph()
+
+    def _advances_when_taken(self):
+        """Whether a pipeline moves the epoch counter past its epoch when
+        the consumer takes the last batch (exact, whoever looks at a first
+        batch), rather than when an iteration starts (free).
+
+        Keras on JAX and torch takes the first batch of a fresh iterator to
+        build an unbuilt model, then starts again: that look must not take
+        an epoch. Knowing when the last batch is taken costs a stateful
+        call per batch in the consumer's thread (0.6-0.7x the batches/s of
+        a pipeline iterated alone), so it is paid there only; TensorFlow
+        builds the model in its traced step and never looks.
+        """
+        return keras.backend.backend() != "tensorflow"
 
     def _advanced_at_end(self, dataset):
         """`dataset`, which moves the epoch counter to the epoch it read + 1

@@ -479,19 +479,22 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         Each iteration reads the epoch and moves the counter past it when
         the iteration's last batch is taken (as the planned builders and
         the numpy engines do): Keras' look at a first batch on JAX and
-        torch, to build the model, does not take an epoch.
+        torch, to build the model, does not take an epoch. On TensorFlow,
+        which never looks, it advances as an iteration starts
+        (`_advances_when_taken`).
         """
         self._reset_counters(len(self._elements.sequence_names))
+        at_end = self._advances_when_taken()
         epochs = tf.data.Dataset.range(1).map(
-            _plain(lambda _: self._begin_epoch(_, advance=False))
+            _plain(lambda _: self._begin_epoch(_, advance=not at_end))
         )
         batches = epochs.flat_map(
             _plain(lambda epoch: self._counted(self._epoch_batches(dataset, epoch)))
         )
         batches = self._prefetched(batches)
-        if num_batches is None:  # the end is known when it is reached
+        if at_end and num_batches is None:  # the end is known when reached
             batches = self._advanced_at_end(batches)
-        elif num_batches != _INFINITE:
+        elif at_end and num_batches != _INFINITE:
             batches = batches.enumerate().map(
                 _plain(
                     lambda number, batch: self._taken(number + 1 >= num_batches, batch)
