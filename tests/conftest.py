@@ -1,5 +1,6 @@
 """Shared fixtures: small variable-length data and a model that records batches."""
 
+import importlib.util
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -7,6 +8,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+
+def pytest_ignore_collect(collection_path, config):
+    """`tests/tensorflow_free` is for an environment without TensorFlow:
+    the README's test command runs it there (`tests/tensorflow_free/run.sh`),
+    so the main suite, where TensorFlow is installed, leaves it out."""
+    if collection_path.name == "tensorflow_free":
+        return importlib.util.find_spec("tensorflow") is not None
+    return None
 
 
 def make_sequences(num_elements=200, seed=0, max_length=40, min_length=0, trailing=()):
