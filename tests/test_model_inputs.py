@@ -290,36 +290,23 @@ def test_packed_names_that_clash_are_refused():
 keras_hub = pytest.importorskip("keras_hub")
 
 
+#: A tiny keras-hub model: one layer of width 8 over 64 token ids.
+TINY = dict(vocabulary_size=64, num_layers=1, hidden_dim=8, intermediate_dim=16)
+#: What BERT and GPT-2 take beside it.
+HEADS = dict(num_heads=2, max_sequence_length=64)
+
+
 def _bert():
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=64,
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=8,
-        intermediate_dim=16,
-        max_sequence_length=64,
-    )
+    backbone = keras_hub.models.BertBackbone(**TINY, **HEADS)
     return keras_hub.models.BertTextClassifier(backbone, 3, preprocessor=None)
 
 
 def _causal_lm(name):
     if name == "gpt2":
-        backbone = keras_hub.models.GPT2Backbone(
-            vocabulary_size=64,
-            num_layers=1,
-            num_heads=2,
-            hidden_dim=8,
-            intermediate_dim=16,
-            max_sequence_length=64,
-        )
+        backbone = keras_hub.models.GPT2Backbone(**TINY, **HEADS)
         return keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
     backbone = keras_hub.models.LlamaBackbone(
-        vocabulary_size=64,
-        num_layers=1,
-        num_query_heads=2,
-        num_key_value_heads=1,
-        hidden_dim=8,
-        intermediate_dim=16,
+        **TINY, num_query_heads=2, num_key_value_heads=1
     )
     return keras_hub.models.LlamaCausalLM(backbone, preprocessor=None)
 
