@@ -31,6 +31,7 @@ _KERAS_NAMES = {
     "Padding": "kerasbatch.padding",
     "Reducer": "kerasbatch.reducers",
     "analyze": "kerasbatch.analysis",
+    "predict": "kerasbatch.prediction",
     "restore_order": "kerasbatch.restore",
 }
 _KERAS_MODULES = (
@@ -111,6 +112,7 @@ if not _DEFERRED:
     )
     from kerasbatch.model_inputs import ModelInputs  # noqa: F401
     from kerasbatch.padding import Padding  # noqa: F401
+    from kerasbatch.prediction import predict  # noqa: F401
     from kerasbatch.reducers import Reducer  # noqa: F401
     from kerasbatch.restore import restore_order  # noqa: F401
 
@@ -165,6 +167,7 @@ __all__ = [
     "packing",
     "plan",
     "plotting",
+    "predict",
     "reducers",
     "remainders",
     "restore",

@@ -40,11 +40,13 @@ class ModelInputs(Configurable):
     model's inputs and targets: x's sequence holds the tokens, y (which
     the builder makes; give none) the next token at every position, and
     sample_weight is 1.0 where a next token exists and 0.0 elsewhere. The
-    padding mask then covers the positions that have a target, as a
-    keras-hub `CausalLMPreprocessor` makes it. Inputs and targets keep the
-    padded length of the stored sequences (bucket bounds, multiples), and
-    their last real token is a padding position of the inputs. In packed
-    rows (`PackedBuilder`) each sequence is shifted within its segment.
+    padding mask covers every real token, the last one included: a causal
+    model's outputs at the positions with a target are those of a
+    keras-hub `CausalLMPreprocessor`'s inputs (which drop the last token),
+    and `predict` also gives the logits after the last token, the ones a
+    generation continues from. Inputs and targets keep the padded length
+    of the stored sequences (bucket bounds, multiples). In packed rows
+    (`PackedBuilder`) each sequence is shifted within its segment.
 
     A padding mask row of all False is NaN in fused attention kernels, so
     an element with nothing to mask in (empty; with `shift_targets`, fewer
@@ -86,7 +88,7 @@ class ModelInputs(Configurable):
     >>> x["token_ids"].tolist(), y.tolist(), weights.tolist()
     ([[5, 6, 7], [8, 9, 0]], [[6, 7, 0], [9, 0, 0]], [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     >>> x["padding_mask"].tolist()
-    [[True, True, False], [True, False, False]]
+    [[True, True, True], [True, True, False]]
     """
 
     def __init__(
@@ -255,8 +257,7 @@ class ModelInputs(Configurable):
         tokens, length = entries[name], lengths[name]
         if self.shift_targets:
             y = ops.shift_left(tokens)
-            length = length - 1
-            sample_weight = ops.sequence_mask(length, tokens, "float32")
+            sample_weight = ops.sequence_mask(length - 1, tokens, "float32")
         mask = ops.sequence_mask(length, tokens, "bool")
         return self._named(ops, entries, tokens, mask), y, sample_weight
 
@@ -269,12 +270,12 @@ class ModelInputs(Configurable):
         `tokens_name`: the x entry they follow."""
         entries = dict(x)
         tokens = entries[tokens_name]
+        named = self._named(ops, entries, tokens, ops.positive(segment_ids))
         if not self.shift_targets:
-            mask = ops.positive(segment_ids)
-            return self._named(ops, entries, tokens, mask), None, None
-        mask = ops.same_segment(segment_ids, ops.shift_left(segment_ids))
-        weights = token_weights * ops.cast(mask, "float32")
-        return self._named(ops, entries, tokens, mask), ops.shift_left(tokens), weights
+            return named, None, None
+        has_next = ops.same_segment(segment_ids, ops.shift_left(segment_ids))
+        weights = token_weights * ops.cast(has_next, "float32")
+        return named, ops.shift_left(tokens), weights
 
     def _named(self, ops, entries, tokens, mask):
         """x's entries renamed, with the padding mask and the constants

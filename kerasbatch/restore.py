@@ -92,33 +92,10 @@ def restore_order(outputs, dataset, *, per_frame=False, per_segment=False, epoch
     >>> kerasbatch.restore_order(slots, dataset, per_segment=True).tolist()
     [50.0, 10.0, 40.0, 20.0]
     """
-    served = builder_of(dataset)
-    packed = isinstance(served, PackedBuilder)
-    if per_frame and per_segment:
-        raise ValueError(
-            "Give per_frame=True (outputs per position) or per_segment=True "
-            "(outputs per segment slot), not both: restore each output alone."
-        )
-    if per_segment and not packed:
-        raise ValueError(
-            f"per_segment=True is for PackedBuilder's packed rows; "
-            f"{type(served).__name__}'s rows hold one element each."
-        )
+    served = check_restorable(dataset, per_frame, per_segment)
     if isinstance(served, ChunkBuilder):
         return served.reassemble(outputs, epoch)
-    if isinstance(served, StreamBucketBuilder):
-        raise ValueError(
-            "restore_order needs batches planned ahead; StreamBucketBuilder's "
-            "stream is planned as it runs. For inference, build the data with "
-            "BucketBuilder, whose batches restore_order puts back in input order."
-        )
-    if packed and not (per_frame or per_segment):
-        raise ValueError(
-            "PackedBuilder's rows hold several elements each, so one output per "
-            "row is no element's: pass per_frame=True for outputs per position "
-            "(rows, sequence_length, ...) or per_segment=True for outputs per "
-            "segment slot (rows, slots, ...), e.g. of SegmentPooling."
-        )
+    packed = isinstance(served, PackedBuilder)
     if epoch is None:
         epoch = served.last_started_epoch
         if epoch is None:
@@ -165,6 +142,38 @@ def restore_order(outputs, dataset, *, per_frame=False, per_segment=False, epoch
         return ordered
 
     return restore(outputs)
+
+
+def check_restorable(dataset, per_frame, per_segment):
+    """The builder copy serving `dataset`, if `restore_order` can put its
+    outputs back in input order with these options; else raises, saying
+    why (before a model runs on it)."""
+    served = builder_of(dataset)
+    packed = isinstance(served, PackedBuilder)
+    if per_frame and per_segment:
+        raise ValueError(
+            "Give per_frame=True (outputs per position) or per_segment=True "
+            "(outputs per segment slot), not both: restore each output alone."
+        )
+    if per_segment and not packed:
+        raise ValueError(
+            f"per_segment=True is for PackedBuilder's packed rows; "
+            f"{type(served).__name__}'s rows hold one element each."
+        )
+    if isinstance(served, StreamBucketBuilder):
+        raise ValueError(
+            "restore_order needs batches planned ahead; StreamBucketBuilder's "
+            "stream is planned as it runs. For inference, build the data with "
+            "BucketBuilder, whose batches restore_order puts back in input order."
+        )
+    if packed and not (per_frame or per_segment):
+        raise ValueError(
+            "PackedBuilder's rows hold several elements each, so one output per "
+            "row is no element's: pass per_frame=True for outputs per position "
+            "(rows, sequence_length, ...) or per_segment=True for outputs per "
+            "segment slot (rows, slots, ...), e.g. of SegmentPooling."
+        )
+    return served
 
 
 class _Places(typing.NamedTuple):

@@ -108,7 +108,7 @@ def test_shifted_targets_are_the_next_tokens(kind, engine):
             np.testing.assert_array_equal(row[:n], x[element])
             np.testing.assert_array_equal(target[: n - 1], x[element][1:])
             np.testing.assert_array_equal(weight, np.arange(len(row)) < n - 1)
-            np.testing.assert_array_equal(mask, weight > 0)
+            np.testing.assert_array_equal(mask, np.arange(len(row)) < n)
             seen.append(element)
     assert sorted(seen) == list(range(len(x)))
 
@@ -139,7 +139,7 @@ def test_packed_targets_shift_within_each_sequence(engine):
                 expected[-1] = 0  # its last token has no next one in its sequence
                 np.testing.assert_array_equal(weights[row, where], expected)
                 seen.append(element)
-            np.testing.assert_array_equal(inputs["padding_mask"][row], weights[row] > 0)
+            np.testing.assert_array_equal(inputs["padding_mask"][row], ids[row] > 0)
             assert not weights[row, ids[row] == 0].any()
     assert sorted(seen) == list(range(len(x)))
 
@@ -385,7 +385,7 @@ def test_keras_hub_fit_on_the_python_engine_says_which_engines_to_use():
 
 @pytest.mark.backend
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_causal_lm_trains_on_shifted_targets_and_predicts_as_alone(name):
+def test_causal_lm_trains_on_shifted_targets(name):
     model = _causal_lm(name)
     x = _token_data()
     builder = kerasbatch.BucketBuilder(
@@ -407,17 +407,29 @@ def test_causal_lm_trains_on_shifted_targets_and_predicts_as_alone(name):
     )
     assert np.isfinite(history.history["loss"]).all()
     assert "padding_efficiency" in history.history
-    inputs, targets, weights = next(iter(builder.build(x)))
-    logits = np.asarray(model.predict_on_batch(inputs))
-    lengths = np.asarray(weights).sum(axis=1).astype(int) + 1
-    for row in {n: row for row, n in enumerate(lengths)}.values():  # one per length
-        n = lengths[row]
-        tokens = np.asarray(inputs["token_ids"][row, :n])
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("engine", ["tf.data", "grain"])
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_causal_lm_predicts_every_position_as_each_text_alone(name, engine):
+    # The logits after the last token are those a generation continues
+    # from: the padding mask must let the model see that token.
+    model = _causal_lm(name)
+    x = _token_data()
+    builder = kerasbatch.BucketBuilder(
+        [8, 16, 32], batch_size=8, model_inputs=ModelInputs.keras_hub(model)
+    )
+    dataset = builder.build(x, engine=engine)
+    predicted = kerasbatch.predict(model, dataset, per_frame=True, verbose=0)
+    one_per_length = {len(tokens): i for i, tokens in enumerate(x)}.values()
+    for i in one_per_length:
+        n = len(x[i])
         alone = model.predict_on_batch(
-            {"token_ids": tokens[None, :-1], "padding_mask": np.ones((1, n - 1), bool)}
+            {"token_ids": x[i][None], "padding_mask": np.ones((1, n), bool)}
         )
-        np.testing.assert_allclose(logits[row, : n - 1], alone[0], atol=1e-5)
-        np.testing.assert_array_equal(targets[row, : n - 1], tokens[1:])
+        assert predicted[i].shape == (n, 64)
+        np.testing.assert_allclose(predicted[i], alone[0], atol=1e-5)
 
 
 def keras_loss():
