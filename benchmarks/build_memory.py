@@ -2,7 +2,7 @@
 
 Reports what `build` adds to the process's resident memory and the peak
 while iterating 2 000 batches, against the raw bytes of the token values
-(issue 10's target: at most 1.5x). Run it once per checkout to compare:
+(the target: at most 1.5x). Run it once per checkout to compare:
 
     .venv/bin/python benchmarks/build_memory.py
     PYTHONPATH=/tmp/baseline .venv/bin/python benchmarks/build_memory.py

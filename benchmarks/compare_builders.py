@@ -1,5 +1,5 @@
 """Compares kerasbatch's builders with tf.data's own batching on the reference
-workloads of `shared/DESIGN.md`.
+workloads of `workloads.py`.
 
 Methods (all at `--batch-size`, default 64):
 
@@ -55,7 +55,7 @@ import kerasbatch  # noqa: E402
 BBSL_BOUNDARIES = [16, 32, 48, 64, 96, 128, 192, 256]
 VOCAB = 1000
 
-# Targets of the issue.
+# The targets this benchmark checks (PASS/FAIL).
 TARGET_EFFICIENCY = 0.95
 TARGET_MAX_BUCKETS = 32
 TARGET_GRU_SPEEDUP = 2.5
@@ -116,7 +116,7 @@ def make_bucket_by_sequence_length(batch_size):
         )
         # group_by_window loses the cardinality; it is known (the number of
         # batches does not depend on the shuffle), and Keras 3 needs it to run
-        # every epoch in full (DESIGN.md, pitfalls).
+        # every epoch in full (it fixes the step count after the first).
         bucket = np.searchsorted(BBSL_BOUNDARIES, lengths, side="right")
         counts = np.bincount(bucket, minlength=len(BBSL_BOUNDARIES) + 1)
         num_batches = int(np.ceil(counts / batch_size).sum())

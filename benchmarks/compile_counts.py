@@ -1,5 +1,4 @@
-"""XLA compiles per epoch and what they cost (issue 11): static shapes for
-XLA and JAX.
+"""XLA compiles per epoch and what they cost: static shapes for XLA and JAX.
 
 Part 1, padding only (no training, seconds): the padding efficiency that the
 filler rows of `remainder="pad"` and `"even"` cost, against `remainder="keep"`, for
@@ -85,7 +84,7 @@ BACKENDS = ("tensorflow", "jax")
 MODELS = ("gru", "transformer")
 XLA_COMPILE_LINE = "Compilation of XLA executable time:"
 
-# Targets of the issue.
+# The targets this benchmark checks (PASS/FAIL).
 TARGET_FILLER_LOSS = 0.01
 TARGET_FIRST_EPOCH_SPEEDUP = 2.0
 TARGET_STEADY_SPEEDUP = 2.5

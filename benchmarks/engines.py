@@ -1,4 +1,4 @@
-"""The engines side by side (issue 24): speed, memory, and Grain's packing.
+"""The engines side by side: speed, memory, and Grain's packing.
 
     .venv/bin/python benchmarks/engines.py throughput [--elements 20000 1000000]
     .venv/bin/python benchmarks/engines.py memory [--elements 1000000]

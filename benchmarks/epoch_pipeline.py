@@ -1,14 +1,14 @@
 """Pipeline throughput of the built datasets, against another checkout.
 
-Issue 10 moved the per-epoch plan into the `tf.data` graph (no Python
-callback). This measures elements/s of iterating whole epochs of
-`PaddedBuilder`, `SortedBuilder` and `BucketBuilder(num_buckets=32)` datasets
-(batch size 64, the `lognormal` workload) for this checkout and, side by side,
-for a baseline checkout (e.g. a `git worktree` of the commit before): every
-round runs one fresh process per checkout, alternately, so background load
-hits both alike. Each process builds once, iterates a warm-up epoch, then
-times `--epochs` epochs; the figure is the median over rounds of each
-process's median epoch.
+The builders compute each epoch's plan inside the `tf.data` graph; earlier
+versions did it in a Python callback. This measures elements/s of iterating
+whole epochs of `PaddedBuilder`, `SortedBuilder` and
+`BucketBuilder(num_buckets=32)` datasets (batch size 64, the `lognormal`
+workload) for this checkout and, side by side, for a baseline checkout
+(e.g. a `git worktree` of the commit before): every round runs one fresh
+process per checkout, alternately, so background load hits both alike.
+Each process builds once, iterates a warm-up epoch, then times `--epochs`
+epochs; the figure is the median over rounds of each process's median epoch.
 
 Usage:
 

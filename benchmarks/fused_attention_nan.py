@@ -1,5 +1,5 @@
-"""Whether padding gives a NaN loss under this machine's attention kernel
-(issue 23): the block-diagonal mask of before, whose padding query rows are
+"""Whether padding gives a NaN loss under this machine's attention kernel:
+the block-diagonal mask that kerasbatch used before, whose padding query rows are
 all False, against `kerasbatch.layers.SegmentAttentionMask`, whose padding
 tokens attend to themselves.
 
@@ -15,9 +15,9 @@ agree are printed, and written to `--output` as JSON.
 Usage:
 
     KERAS_BACKEND=jax .venv/bin/python benchmarks/fused_attention_nan.py
-    # on the GPU machine (../shared/gpu/README.md)
-    PYTHONPATH=/tmp/site:$PWD KERAS_BACKEND=jax python3 \\
-        benchmarks/fused_attention_nan.py --output $OUT/fused_attention_nan.json
+    # on a machine with a GPU (JAX installed with CUDA support)
+    KERAS_BACKEND=jax python benchmarks/fused_attention_nan.py \\
+        --output benchmarks/out/fused_attention_nan.json
 """
 
 import argparse
@@ -43,7 +43,7 @@ def rows(batch, length, seed=0):
 
 
 def block_diagonal_only(segment_ids):
-    """The mask before issue 23: padding query rows all False."""
+    """The mask kerasbatch used before: padding query rows all False."""
     same = segment_ids[:, :, None] == segment_ids[:, None, :]
     return same & (segment_ids[:, :, None] != 0)
 

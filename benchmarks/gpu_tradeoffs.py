@@ -1,11 +1,11 @@
-"""Batching trade-offs of a Transformer on an accelerator (issue 23, part 4),
-on any Keras backend: compiles against padding, and whether the input
-pipeline keeps up.
+"""Batching trade-offs of a Transformer on an accelerator, on any Keras
+backend: compiles against padding, and whether the input pipeline keeps up.
 
 One process, the backend of `KERAS_BACKEND` (jax, tensorflow or torch). A
 Transformer encoder with a per-token task is trained for `--epochs` epochs on
 lognormal lengths (`workloads.draw_lognormal_lengths` with the mean of
-`--mean-length`, 55 as in the issue's run; 42 is DESIGN.md's reference),
+`--mean-length`, 55 as in the H200 run of `RESULTS.md`; 42 is the reference
+`lognormal` workload's),
 clipped to `[1, --max-len]`, token ids in `[1, 1000)`, batched six ways
 (`--rows`, all at `--batch-size` 64 unless said):
 
@@ -25,7 +25,7 @@ clipped to `[1, --max-len]`, token ids in `[1, 1000)`, batched six ways
   (its shapes per epoch, not trained: it compiles one shape per distinct
   batch length, about 160 at full size).
 
-`--pad-to-multiple` (64, as in the issue's run) pads the bucketed rows'
+`--pad-to-multiple` (64, as in the H200 run) pads the bucketed rows'
 lengths to multiples of 64; every padding query then has a fully masked
 attention row, which gave a NaN loss where cuDNN flash attention ran.
 
@@ -65,8 +65,8 @@ unless `--allow-nan`. `--time-budget` seconds (default 330 at full size,
 counted from the end of the imports) stops starting work that would not end
 in time (estimated from the planned shapes and the seconds per compile seen so
 far); the JSON of `--output` is rewritten after every epoch of every row, so a
-cut run leaves its figures. At the 6.5 s per shape that the issue's run saw
-on an H200 with JAX, the full size's 30 to 35 compiles should take about 4 of
+cut run leaves its figures. At the 6.5 s per shape that the H200 run saw
+with JAX, the full size's 30 to 35 compiles should take about 4 of
 its 5 minutes (an estimate: this script has not run on a GPU yet).
 
 Usage:
@@ -76,11 +76,9 @@ Usage:
         --output benchmarks/out/gpu_tradeoffs_smoke_jax.json
     KERAS_BACKEND=tensorflow .venv/bin/python benchmarks/gpu_tradeoffs.py --size smoke
 
-    # full size on the GPU machine (../shared/gpu/README.md: second call,
-    # carrying .gpu/part2, after the first copied .gpu/part1 to /tmp/p)
-    bash .gpu/part2/install-on-device.sh && PYTHONPATH=/tmp/site:$PWD \\
-        KERAS_BACKEND=jax python3 benchmarks/gpu_tradeoffs.py --size full \\
-        --output $OUT/gpu_tradeoffs_jax.json
+    # full size on a machine with a GPU (TensorFlow, and JAX with CUDA support)
+    KERAS_BACKEND=jax python benchmarks/gpu_tradeoffs.py --size full \\
+        --output benchmarks/out/gpu_tradeoffs_jax.json
     # torch (per-step overhead): KERAS_BACKEND=torch ... --size full
 """
 
@@ -312,7 +310,7 @@ def make_data(args, np):
 
 
 def bbsl_boundaries(max_len):
-    """DESIGN.md's boundaries below `max_len`, then `max_len + 1`: with
+    """`BBSL_BOUNDARIES` below `max_len`, then `max_len + 1`: with
     `pad_to_bucket_boundary` every bucket pads to its boundary less one, so
     the last bucket in use pads to `max_len`."""
     return [b for b in BBSL_BOUNDARIES if b < max_len] + [max_len + 1]
@@ -404,7 +402,8 @@ def make_row(name, args, x, y, lengths, libraries):
 
             dataset = dataset.map(pad_to_multiple)
         # group_by_window loses the cardinality; it is known, and Keras needs
-        # it to run every epoch in full (DESIGN.md, pitfalls).
+        # it to run every epoch in full (it fixes the step count after the
+        # first).
         bucket = np.searchsorted(boundaries, lengths, side="right")
         counts = np.bincount(bucket, minlength=len(boundaries) + 1)
         batches = int(np.ceil(counts / args.batch_size).sum())

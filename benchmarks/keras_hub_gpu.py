@@ -1,4 +1,4 @@
-"""keras-hub models on kerasbatch batches, on a GPU without TensorFlow (issue 26).
+"""keras-hub models on kerasbatch batches, on a GPU without TensorFlow.
 
 Trains a keras-hub `BertTextClassifier` and a `GPT2CausalLM` (random
 weights, built from configs; no preset is downloaded) on the `lognormal`
@@ -21,10 +21,10 @@ bucketed (`BucketBuilder`, padded to the bucket bounds), and for the causal
 LM packed rows (stock backbone, so packed texts see each other: its speed,
 not its outputs).
 
-Run (the GPU machine, keras and keras-hub carried in as wheels; see
+Run on a machine with a GPU (JAX installed with CUDA support, keras-hub; see
 `benchmarks/RESULTS.md`):
 
-    KERAS_BACKEND=jax python3 benchmarks/keras_hub_gpu.py --output OUT.json
+    KERAS_BACKEND=jax python benchmarks/keras_hub_gpu.py --output keras_hub_gpu.json
 
 Smoke run on CPU: `--elements 256 --layers 1 --hidden 32 --max-length 128`.
 """

@@ -1,7 +1,7 @@
 """What `on_error="skip"` costs the TFRecord loader against `"raise"`.
 
-Writes (once, then reuses) 200 000 records of the `lognormal` workload of
-`shared/DESIGN.md` (token ids, lengths `clip(lognormal(3.5, 0.7), 1, 512)`,
+Writes (once, then reuses) 200 000 records of the `lognormal` workload
+(`workloads.py`: token ids, lengths `clip(lognormal(3.5, 0.7), 1, 512)`,
 and a label) in 4 shards, and a copy of it in which one record in 10 000 is
 bytes that are no Example. Then times full passes of `TFRecordLoader`
 (1 parallel read and parse, batches of 64, padded), alternating the

@@ -1,7 +1,7 @@
-"""Sequence packing (issue 5): efficiency, planning time, Transformer epochs.
+"""Sequence packing: efficiency, planning time, Transformer epochs.
 
-On the reference workloads of `shared/DESIGN.md` (`lognormal`, `bimodal`;
-20 000 token-id sequences each, `workloads.py`) it measures:
+On the reference workloads (`workloads.py`: `lognormal`, `bimodal`;
+20 000 token-id sequences each) it measures:
 
 - padding efficiency of `PackedBuilder(512)` (best-fit decreasing into rows
   of 512 positions), with no segment limit and with `max_segments_per_row=64`,

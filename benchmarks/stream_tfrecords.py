@@ -1,6 +1,6 @@
 """Streams 1 million variable-length TFRecord records through a bucketing builder.
 
-Writes (once, then reuses) the `lognormal` workload of `shared/DESIGN.md`
+Writes (once, then reuses) the `lognormal` workload (`workloads.py`)
 scaled to 1 000 000 records: token ids with lengths
 `clip(lognormal(3.5, 0.7), 1, 512)` and a label, in 16 TFRecord shards
 with a manifest. Then, each in a fresh process so that its peak memory is its

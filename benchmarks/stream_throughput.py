@@ -1,5 +1,6 @@
 """Streaming throughput side by side: raw tf.data, the loader alone, the
-loader with `StreamBucketBuilder` (issue 10's streaming target).
+loader with `StreamBucketBuilder` (targets: at least 1.5x raw tf.data and
+0.85x the loader alone).
 
 Writes (once, then reuses) 200 000 SequenceExample records in 8 shards with
 `kerasbatch.io.write_dataset`: token ids with lengths

@@ -1,6 +1,6 @@
 """Bucket tuning on the reference workloads: search quality and speed.
 
-For each workload of `shared/DESIGN.md` (`lognormal`, `bimodal`):
+For each reference workload (`workloads.py`: `lognormal`, `bimodal`):
 
 1. `padding_efficiency`: the best configuration of an exhaustive grid over
    the default `BucketSearchSpace` (keras-tuner's GridSearch oracle), then

@@ -1,4 +1,4 @@
-"""The reference workloads of `shared/DESIGN.md`, as token-id sequences.
+"""The reference workloads, as token-id sequences.
 
 - `lognormal`: `np.clip(rng.lognormal(3.5, 0.7, 20_000).astype(int), 1, 512)`
   with `rng = np.random.default_rng(0)`.
@@ -9,7 +9,7 @@
 
 Token ids are drawn from `[1, vocab)` so that 0 is free for padding (a padded
 position is exactly a 0); labels are per-example binary labels. Both come from
-a separate generator (seed 1), so the lengths are exactly those of DESIGN.md.
+a separate generator (seed 1), so the lengths are exactly the ones above.
 
 The benchmarks that need `lognormal` data of any size draw it from a generator
 of their own (`draw_lognormal_lengths`, `draw_lognormal_sequences`).

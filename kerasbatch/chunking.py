@@ -2,7 +2,7 @@
 
 A sequence of `T` frames is cut into chunks of `chunk_size` frames, one
 starting every `chunk_step` frames (`chunk_step < chunk_size` overlaps them),
-as RETURNN's pipeline does (seed 003). Chunking stops at the first chunk that
+as RETURNN's TensorFlow data pipeline does. Chunking stops at the first chunk that
 reaches the end of the sequence, so every frame is in at least one chunk and
 only a sequence's last chunk can be shorter than `chunk_size`. A sequence of
 0 frames has no chunk.

@@ -27,7 +27,7 @@ class Padding:
             a number within a float dtype's range (inf and nan too) for
             floats, and a str for strings.
         length: where each batch is padded to. `-1` or `"batch"` (default):
-            the longest element of the batch, as seed 001's padding spec;
+            the longest element of the batch, as a loader's `padding`;
             `"bucket"`: the upper bound of the batch's bucket (bucket builders
             only), so an epoch feeds at most one shape per bucket; a positive
             int: that fixed length (an element longer than it is an error,

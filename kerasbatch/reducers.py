@@ -1,6 +1,7 @@
-"""Reducers: per-component batching logic, as in seed 000.
+"""Reducers: per-component batching logic, as in the tf.data RFC "Generalizing
+tf.data batching using windowing and reducers".
 
-Seed 000 batches in two steps: a window combines consecutive elements
+The RFC batches in two steps: a window combines consecutive elements
 (`kerasbatch.WindowBuilder`), then a reducer per component turns the window's
 elements into that component's batched value. So x can be padded while y is
 stacked and a third component counted, each by its own logic.
@@ -83,7 +84,7 @@ class Window:
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
 class Reducer:
-    """User-defined batching logic for one component (seed 000's reducer).
+    """User-defined batching logic for one component (the tf.data RFC's reducer).
 
     The window's elements are folded into a state, and the final state into
     the component's batched value: `finalize_fn(reduce_fn(... reduce_fn(
@@ -113,7 +114,7 @@ class Reducer:
 
     Example:
 
-    Seed 000's Example 0, counting elements:
+    The RFC's Example 0, counting elements:
 
     >>> import tensorflow as tf
     >>> import kerasbatch

@@ -168,7 +168,7 @@ def test_enough_distinct_lengths_give_every_boundary_asked(name, lengths, num_bu
 
 @pytest.mark.parametrize("name", NAMES)
 def test_issue_example_five_each_of_four_lengths(name):
-    # Issue 12: five each of lengths 1-4 in 4 buckets gave equal_tokens [3, 4]
+    # Reported: five each of lengths 1-4 in 4 buckets gave equal_tokens [3, 4]
     # (3 buckets: {1, 2} padded to 2, then {3}, {4}: 55 padded positions);
     # 4 buckets of one length each pad nothing: 50 positions, the tokens.
     lengths = [1, 2, 3, 4] * 5

@@ -1,4 +1,4 @@
-"""Every dtype tf.data batches (issue 12): sequences and per-example
+"""Every dtype tf.data batches: sequences and per-example
 components of bfloat16, float16/32/64, uint8, int8/16/32/64 and bool through
 every builder, padded with the right value in their own dtype; strings; the
 padding value checked against each component's dtype."""

@@ -1,4 +1,4 @@
-"""`benchmarks/gpu_tradeoffs.py` at its smoke size (issue 23, part 4).
+"""`benchmarks/gpu_tradeoffs.py` at its smoke size.
 
 The script runs once, in a process of its own under this suite's
 `KERAS_BACKEND` (about a minute on 2 CPU cores, bounded by a timeout); its

@@ -1,4 +1,4 @@
-"""Data integrity (issue 12): no record lost without being counted and named.
+"""Data integrity: no record lost without being counted and named.
 
 Damaged files (cut short at any offset, a bit flipped anywhere) in every
 compression, read by `read_file_records`, `TFRecordLoader` and
@@ -502,7 +502,7 @@ def test_raise_names_the_file_and_record_of_every_kind(tmp_path, kind):
     where = re.escape(f"record 13 of file {file}")
     with pytest.raises(tf.errors.InvalidArgumentError, match=where):
         list(parse_batches(records, manifest))
-    for multi_load in (False, True):  # record by record, or seed 001's batches
+    for multi_load in (False, True):  # record by record, or in batches
         loader = example_loader(str(tmp_path), multi_load=multi_load)
         with pytest.raises(tf.errors.InvalidArgumentError, match=where):
             loader_labels(loader)

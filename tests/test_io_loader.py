@@ -1,4 +1,4 @@
-"""TFRecordLoader: every argument of seed 001's tables, its rules and bad inputs."""
+"""TFRecordLoader: every argument of the loader configuration, its rules and bad inputs."""
 
 import dataclasses
 import json

@@ -1,4 +1,4 @@
-"""kerasbatch.io's messages read as plain sentences (issue 25).
+"""kerasbatch.io's messages read as plain sentences.
 
 A check that fails inside a pipeline raises TensorFlow's Assert error, which
 prints each of its data in brackets and escapes quotes and backslashes: each

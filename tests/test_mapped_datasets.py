@@ -1,4 +1,4 @@
-"""Datasets mapped after `build` (issue 26, items 2 and 6).
+"""Datasets mapped after `build`.
 
 Users map a built dataset (keras-hub's input names, a padding mask, a cast):
 `builder_of` and the callbacks follow per-batch transformations to the

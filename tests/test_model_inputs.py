@@ -1,5 +1,5 @@
 """`kerasbatch.ModelInputs`: renamed inputs, a computed padding mask,
-constants and next-token targets, on every builder and engine (issue 26)."""
+constants and next-token targets, on every builder and engine."""
 
 import keras
 import numpy as np

@@ -1,4 +1,4 @@
-"""Reducers: the seed's examples, built-ins, sparse padding, config, bad input."""
+"""Reducers: the tf.data RFC's examples, built-ins, sparse padding, config, bad input."""
 
 import json
 
@@ -37,7 +37,7 @@ def padded(dense_elements, shape):
     return out
 
 
-# ------------------------------------------------------- the seed's examples
+# -------------------------------------------------------- the RFC's examples
 def test_seed_example_0_count_elements():
     def init_fn(_):
         return 0
@@ -55,7 +55,7 @@ def test_seed_example_0_count_elements():
 
 
 def test_seed_example_1_batch_of_dense_tensors():
-    """The seed's concat-growing reducer (tf.data relaxes the state's shape)."""
+    """The RFC's concat-growing reducer (tf.data relaxes the state's shape)."""
     window = Window(tf.range(5, dtype=tf.int64))
 
     def batch_init_fn(_):

@@ -1,5 +1,5 @@
 """Inputs that were once accepted in silence or refused with an unclear
-error (issue 25): each is now a clear error that says what and where, on
+error: each is now a clear error that says what and where, on
 every engine and builder family that takes it."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""WindowBuilder: the seed's windows and end-to-end example, per-component
+"""WindowBuilder: the tf.data RFC's windows and end-to-end example, per-component
 reducers, sparse padding, exactly once, determinism, config, model.fit."""
 
 import json
@@ -45,7 +45,7 @@ def padded(arrays, length=None):
     return out
 
 
-# ------------------------------------------------------- the seed's examples
+# -------------------------------------------------------- the RFC's examples
 def test_seed_window_examples_verbatim():
     # tf.data.range(5).window(3) produces {{0, 1, 2}, {1, 2, 3}, {2, 3, 4}}
     builder = kerasbatch.WindowBuilder(3, shuffle=False)

@@ -233,7 +233,7 @@ class BucketBuilder(BucketSettings, Builder):
         quadratic_length: with `max_tokens`, the cost of a length L becomes
             `L + L**2 / quadratic_length` (Lhotse's `quadratic_duration`), so
             long batches of attention models shrink faster than linearly.
-        truncate: truncation buckets (seed 002): every element of bucket
+        truncate: truncation buckets: every element of bucket
             `[b_{i-1}, b_i)` is cut to `b_{i-1}`, so batches need no padding.
             The first bucket `[0, b_0)` has no lower bound and is padded.
         pad_to_bucket: pad every sequence component to its bucket's upper

@@ -19,11 +19,11 @@ class ChunkBuilder(PaddedBuilder):
     """Batches of chunks of long sequences, with context, for frame-level models.
 
     Long sequences (audio, sensor logs) are cut into chunks of `chunk_size`
-    frames, one every `chunk_step` frames (RETURNN's chunking, seed 003; see
-    `kerasbatch.chunking.chunk_table`). The chunks of all sequences are the
-    elements planned and batched: every epoch shuffles them across sequences
-    (a pure function of `(seed, epoch)`) and cuts them into batches of
-    `batch_size` chunks.
+    frames, one every `chunk_step` frames (the chunking of RETURNN's TensorFlow
+    data pipeline; see `kerasbatch.chunking.chunk_table`). The chunks of all
+    sequences are the elements planned and batched: every epoch shuffles them
+    across sequences (a pure function of `(seed, epoch)`) and cuts them into
+    batches of `batch_size` chunks.
 
     Every frame-aligned sequence component named in `keys` (features,
     per-frame targets, per-frame weights) is chunked at the same frames;

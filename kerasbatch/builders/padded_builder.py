@@ -11,7 +11,7 @@ from kerasbatch.builders.base import Builder
 class PaddedBuilder(Builder):
     """Random batches padded to the batch's longest element.
 
-    The baseline: batch-level padding on shuffled elements (seed 004's random
+    The baseline: batch-level padding on shuffled elements (random
     batching). It keeps the most randomness and wastes the most padding when
     lengths vary a lot. Arguments are those of `kerasbatch.builders.Builder`.
 

@@ -19,7 +19,8 @@ from kerasbatch.padding import Padding
 class WindowBuilder(Builder):
     """Windows of consecutive elements, each component batched by its reducer.
 
-    Seed 000's generalised batching. A window combines consecutive elements
+    The generalised batching of the tf.data RFC "Generalizing tf.data
+    batching using windowing and reducers". A window combines consecutive elements
     exactly as `tf.data.Dataset.window(size, shift, stride, drop_remainder)`:
     window k starts at element `k * shift` and holds the elements `start,
     start + stride, ...`, `size` of them (fewer at the end, unless
@@ -46,11 +47,11 @@ class WindowBuilder(Builder):
     Args:
         size: elements per window, a positive int.
         shift: how many elements the window moves forward between windows.
-            The seed's default 1 makes sliding windows; use `size` for
+            The RFC's default 1 makes sliding windows; use `size` for
             batches.
         stride: the step between the elements of a window.
         drop_remainder: drop the last windows that hold fewer than `size`
-            elements (the seed's default, True).
+            elements (the RFC's default, True).
         remainder: those last windows: `"keep"`, `"drop"` or `"pad"` (fed
             with `size` rows, the rows past their elements filler of zero
             `sample_weight`, as with `batch_multiple`). When given, it
@@ -68,7 +69,7 @@ class WindowBuilder(Builder):
 
     Example:
 
-    Seed 000's end-to-end example: strings stacked, integers padded to 2.
+    The RFC's end-to-end example: strings stacked, integers padded to 2.
 
     >>> import tensorflow as tf
     >>> import kerasbatch
@@ -374,7 +375,7 @@ def window_positions(num_elements, size, shift=1, stride=1, drop_remainder=True)
 
     Example:
 
-    The seed's examples:
+    The RFC's examples:
 
     >>> def windows(*arguments):
     ...     positions, splits = window_positions(*arguments)

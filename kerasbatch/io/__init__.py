@@ -11,9 +11,10 @@ and `check_dataset` finds every record that does not match its manifest;
 written without them, so that readers find any file cut short;
 `error_message` gives the plain message of a check that failed inside a
 pipeline (in `model.fit`).
-`TFRecordLoader` is seed 001's batch loader: `independent`,
-`continuous_sequence` and `discrete_sequence` loaders that build `(inputs,
-targets)` datasets for `model.fit`, batched by the seed's rules or by a
+`TFRecordLoader` is the batch loader of a TFRecord + JSON-manifest input
+pipeline: `independent`, `continuous_sequence` and `discrete_sequence`
+loaders that build `(inputs, targets)` datasets for `model.fit`, batched by
+the loader configuration's `target_batch_size` and `padding` or by a
 `kerasbatch.StreamBucketBuilder`.
 """
 

@@ -1,4 +1,4 @@
-"""Primary and secondary features, processing steps and padding (seed 001).
+"""Primary and secondary features, processing steps and padding of a loader.
 
 A loader reads *primary* features from the records and renames them
 (`from_name` → `to_name`), constructs *secondary* features (constants), runs

@@ -1,4 +1,4 @@
-"""Seed 001's batch loaders: TFRecord files and a manifest → `model.fit` data."""
+"""Batch loaders: TFRecord files and a JSON manifest → `model.fit` data."""
 
 import copy
 import json
@@ -55,9 +55,9 @@ _SHUFFLE_REQUIRED = (
 
 
 class TFRecordLoader:
-    """A `tf.data` pipeline over TFRecord files described by a manifest (seed 001).
+    """A `tf.data` pipeline over TFRecord files described by a JSON manifest.
 
-    The configuration is the seed's loader configuration, one JSON object:
+    The loader configuration is one JSON object:
     `type` (`"independent"`, `"continuous_sequence"`, `"discrete_sequence"`),
     `dataset` (a `dir` or `list` specifier), the batch, read, shuffle and
     interleave arguments, `primary_features`, `secondary_features`,
@@ -69,12 +69,12 @@ class TFRecordLoader:
 
     `build(model)` returns a dataset of `(inputs, targets)` dicts keyed by the
     model's input and output names, ready for `model.fit`. With `builder=` a
-    `kerasbatch.StreamBucketBuilder` batches instead of the seed's
+    `kerasbatch.StreamBucketBuilder` batches instead of the configuration's
     `target_batch_size` and `padding`: length buckets, token budgets,
     truncation and `pad_to_bucket` on TFRecord data.
 
     Args:
-        **config: the loader configuration (see above and the seed). Required:
+        **config: the loader configuration (see above). Required:
             `type`, `dataset`, `target_batch_size`, `drop_remainder`, `epochs`,
             `num_read_buffer_bytes`, `num_prefetch`, `primary_features`; with
             `shuffle`, also `num_shuffle_buffer_elements`,
@@ -253,7 +253,7 @@ class TFRecordLoader:
                 a model (e.g. for a subclassed model).
             builder: a `kerasbatch.StreamBucketBuilder` that batches the
                 elements (buckets, token budgets, truncation) instead of the
-                seed's `target_batch_size` and `padding`. The dataset is then
+                configuration's `target_batch_size` and `padding`. The dataset is then
                 the builder's (its `prefetch` replaces `num_prefetch`), so
                 its statistics and the callbacks know it, and one builder
                 can serve a training and a validation loader.
@@ -541,7 +541,7 @@ class TFRecordLoader:
         cycle = c["num_parallel_reads"]
         if c["shuffle"]:
             cycle = max(cycle, c["num_mix_files"])
-        with deprecation.silence():  # the seed's interleave arguments live here
+        with deprecation.silence():  # the configuration's interleave arguments
             elements = file_names.apply(
                 tf.data.experimental.parallel_interleave(
                     read,

@@ -1,4 +1,4 @@
-"""Dataset specifiers (seed 001): which manifest and which TFRecord files to read."""
+"""Dataset specifiers: which manifest and which TFRecord files to read."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""Random-length windows over one file's records (seed 001's sequence loaders).
+"""Random-length windows over one file's records (the sequence loaders).
 
 Both sequence loaders read a whole file, then cut it into windows:
 

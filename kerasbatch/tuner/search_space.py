@@ -55,7 +55,7 @@ class BucketSearchSpace(Configurable):
             `L + L**2 / q`.
         pad_to_bucket: whether batches pad to their bucket's bound (at most
             one shape per bucket and batch size).
-        truncate: whether to use truncation buckets (seed 002): elements are
+        truncate: whether to use truncation buckets: elements are
             cut to their bucket's lower bound, which loses data, so only a
             model metric can judge it. The default does not search it.
 
