@@ -13,7 +13,7 @@ import keras
 import numpy as np
 
 from kerasbatch import restore
-from kerasbatch.builders import ChunkBuilder
+from kerasbatch.builders import ChunkBuilder, builder_of
 
 
 def predict(model, dataset, *, per_frame=False, per_segment=False, verbose="auto"):
@@ -66,7 +66,8 @@ def predict(model, dataset, *, per_frame=False, per_segment=False, verbose="auto
     >>> [f[:, 0].tolist() for f in frames[:2]]
     [[50.0, 50.0, 50.0, 50.0, 50.0], [10.0]]
     """
-    served = restore.check_restorable(dataset, per_frame, per_segment)
+    served = builder_of(dataset)
+    restore.check_restorable(dataset, per_frame, per_segment, epoch=served.epoch)
     frames = per_frame or isinstance(served, ChunkBuilder)
     # Only the backends whose tensors Keras takes as such get them as they come.
     to_model = (lambda x: x) if keras.backend.backend() == "tensorflow" else _numpy

@@ -144,10 +144,10 @@ def restore_order(outputs, dataset, *, per_frame=False, per_segment=False, epoch
     return restore(outputs)
 
 
-def check_restorable(dataset, per_frame, per_segment):
+def check_restorable(dataset, per_frame, per_segment, epoch=None):
     """The builder copy serving `dataset`, if `restore_order` can put its
-    outputs back in input order with these options; else raises, saying
-    why (before a model runs on it)."""
+    outputs (of `epoch`, if given) back in input order with these options;
+    else raises, saying why (before a model runs on it)."""
     served = builder_of(dataset)
     packed = isinstance(served, PackedBuilder)
     if per_frame and per_segment:
@@ -173,6 +173,8 @@ def check_restorable(dataset, per_frame, per_segment):
             "(rows, sequence_length, ...) or per_segment=True for outputs per "
             "segment slot (rows, slots, ...), e.g. of SegmentPooling."
         )
+    if epoch is not None and not isinstance(served, ChunkBuilder):
+        _check_complete(served.plan(epoch), served.lengths, packed)
     return served
 
 
