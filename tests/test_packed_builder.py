@@ -35,7 +35,7 @@ def rows_of(dataset):
         tokens, ids, positions = (
             np.asarray(x[k]) for k in ("x", "packed_segment_ids", "positions")
         )
-        labels, weights = np.asarray(labels), np.asarray(weights)
+        labels, weights = np.asarray(labels)[..., 0], np.asarray(weights)
         for r in range(len(tokens)):
             count = int(weights[r].sum())
             np.testing.assert_array_equal(
@@ -94,7 +94,7 @@ def test_rows_are_full_and_the_batches_rectangular():
     assert spec[0]["packed_segment_ids"].dtype == tf.int32
     assert spec[0]["positions"].dtype == tf.int32
     S = builder.resolved_max_segments
-    assert spec[1].shape.as_list() == [None, S]
+    assert spec[1].shape.as_list() == [None, S, 1]  # a scalar label per slot
     # Best fit leaves at most one row's worth of room over the epoch here.
     assert builder.plan().num_rows <= -(-lengths.sum() // 64) + 1
 
@@ -197,7 +197,7 @@ def test_max_segments_per_row_bounds_rows_and_sizes_the_segment_axis():
     builder = kerasbatch.PackedBuilder(64, batch_size=4, max_segments_per_row=3)
     dataset = build(builder, x)
     assert builder.resolved_max_segments == 3
-    assert dataset.element_spec[1].shape.as_list() == [None, 3]
+    assert dataset.element_spec[1].shape.as_list() == [None, 3, 1]
     for epoch in range(2):
         assert builder.plan(epoch).segments_per_row.max() <= 3
     check_exactly_once(rows_of(dataset), x, lengths)
@@ -252,7 +252,7 @@ def test_given_weights_multiply_the_masks():
     # Per-example weights of per-example targets go to the segment slots.
     labels = np.arange(len(x))
     _, slots, weights = next(iter(builder.build(x, labels, per_example)))
-    slots, weights = np.asarray(slots), np.asarray(weights)
+    slots, weights = np.asarray(slots)[..., 0], np.asarray(weights)
     filled = weights > 0
     np.testing.assert_array_equal(weights[filled], per_example[slots[filled]])
 
@@ -278,14 +278,14 @@ def test_dict_inputs_with_features_and_per_example_components():
     assert spec[0]["frames"].shape.as_list() == [2, 64, 3]
     assert spec[0]["meta"].shape.as_list() == [2, S, 2]
     assert spec[1]["tags"].shape.as_list() == [2, 64]
-    assert spec[1]["label"].shape.as_list() == [2, S]
+    assert spec[1]["label"].shape.as_list() == [2, S, 1]
     assert spec[2]["tags"].shape.as_list() == [2, 64]
     assert spec[2]["label"].shape.as_list() == [2, S]
     for inputs, targets, weights in dataset.take(3):
         tokens = np.asarray(inputs["tokens"])
         np.testing.assert_array_equal(np.asarray(inputs["frames"])[..., 0], tokens)
         np.testing.assert_array_equal(np.asarray(targets["tags"]), tokens)
-        labels = np.asarray(targets["label"])
+        labels = np.asarray(targets["label"])[..., 0]
         np.testing.assert_array_equal(np.asarray(inputs["meta"])[..., 1], 2 * labels)
         ids = np.asarray(inputs["packed_segment_ids"])
         for r in range(len(ids)):
@@ -496,8 +496,7 @@ class RecordingPooledModel(keras.Model):
 
 def fit_and_record(x, epochs, initial_epoch=0):
     builder = kerasbatch.PackedBuilder(64, batch_size=8, seed=11)
-    # Labels of shape (N, 1): Keras' MSE averages the last axis.
-    dataset = builder.build(x, np.arange(len(x), dtype="float32")[:, None])
+    dataset = builder.build(x, np.arange(len(x), dtype="float32"))
     model = RecordingPooledModel(builder.resolved_max_segments)
     model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
     efficiency = PaddingEfficiency(builder, per_batch=True)

@@ -50,23 +50,34 @@ class PackedBuilder(PlannedBuilder):
     component of an element must be equally long. Per-example components
     (e.g. a class label) become per-segment arrays of shape `(batch,
     max_segments, *shape)`: slot k of a row belongs to segment id k + 1 (pool
-    token features with `kerasbatch.layers.SegmentPooling`). With targets y,
-    the batches carry sample weights: per-token targets weigh 1 on real
-    tokens and 0 on padding, per-example targets 1 on the row's real
-    segment slots and 0 on empty ones, times any `sample_weight` given.
-    Compile the loss with `reduction="mean_with_sample_weight"` to average
-    over real tokens or segments (Keras' default divides by all positions).
-    Keras' binary cross-entropy and mean squared error average the last
-    axis: give them scalar per-example labels of shape `(N, 1)`, which become
-    `(batch, max_segments, 1)` like the predictions.
+    token features with `kerasbatch.layers.SegmentPooling`). A scalar
+    per-example target (a label, a value) becomes `(batch, max_segments,
+    1)`, the shape of the predictions of `SegmentPooling` and a `Dense`
+    layer: Keras' losses (which average the last axis, and squeeze a last
+    axis of 1) then give one loss per slot as they come. Keep the
+    predictions `(batch, max_segments, units)`: predictions without the
+    last axis would have every Keras loss average over the slots.
+
+    With targets y, the batches carry sample weights: per-token targets
+    weigh 1 on real tokens and 0 on padding, per-example targets 1 on the
+    row's real segment slots and 0 on empty ones (`(batch, max_segments)`),
+    times any `sample_weight` given. Compile the loss with
+    `reduction="mean_with_sample_weight"` to average over real tokens or
+    segments (Keras' default divides by all positions).
+
+    The per-segment axis has one size for every dataset of a builder, so
+    that one model takes them all (train and validation data, say): unless
+    `max_segments_per_row` is given, the first `build` (or `adapt`) resolves
+    it from its data (`resolved_max_segments`), and later builds pack at
+    most that many sequences into a row.
 
     Args:
         sequence_length: positions per packed row, a positive int.
         batch_size: rows per batch.
         max_segments_per_row: the most sequences a row may hold, which is
             also the size of the per-segment axis. None: the most the packing
-            puts in a row for this data (the same every epoch;
-            `resolved_max_segments` after `build`).
+            of the first `build` puts in a row (the same every epoch, and
+            the limit of later builds; `resolved_max_segments`).
         normalize_segments: per-token sample weights of `1 / length` on the
             tokens of each sequence, so every sequence weighs the same in the
             loss whatever its length (default: every token weighs 1).
@@ -78,7 +89,9 @@ class PackedBuilder(PlannedBuilder):
             `batch_size`; its elements count in `statistics().dropped`.
         remainder: the last batch when it has fewer rows: `"keep"`,
             `"drop"` (as `drop_remainder`), `"pad"` (filled to
-            `batch_size` rows of padding, whose weights are 0) or `"even"`
+            `batch_size` rows with copies of the batch's first row, whose
+            sample weights are 0: a row of padding alone would be NaN in
+            attention and normalisation) or `"even"`
             (the rows cut into equal batches of at most `batch_size`, fewer
             than one padding row per batch): every batch then has one
             shape.
@@ -121,12 +134,14 @@ class PackedBuilder(PlannedBuilder):
            [1, 1, 0, 0, 0, 0, 0, 0]], dtype=int32)
     >>> inputs["positions"].numpy()[1]
     array([0, 1, 2, 3, 4, 0, 1, 2], dtype=int32)
-    >>> labels.numpy(), weights.numpy()
+    >>> labels.numpy()[..., 0], labels.shape  # (batch, max_segments, 1)
     (array([[13, 14],
            [10, 11],
-           [12,  0]]), array([[1., 1.],
+           [12,  0]]), TensorShape([3, 2, 1]))
+    >>> weights.numpy()
+    array([[1., 1.],
            [1., 1.],
-           [1., 0.]], dtype=float32))
+           [1., 0.]], dtype=float32)
     >>> print(builder.statistics())
     1 batches of 5 elements: padding efficiency 0.750 (x=0.750), 1 distinct shapes, 0 dropped, 0 truncated (0 positions)
     >>> kerasbatch.PackedBuilder.from_config(builder.get_config()) == builder
@@ -242,7 +257,9 @@ class PackedBuilder(PlannedBuilder):
         candidates = prepared.candidates
         kept = prepared.cut_lengths[candidates]
         # The rows formed do not depend on the epoch (only who fills them).
-        rows = packing.pack(kept, self.sequence_length, self.max_segments_per_row)
+        # One per-segment width for every build: that of the first.
+        max_segments = self.max_segments_per_row or self.resolved_max_segments
+        rows = packing.pack(kept, self.sequence_length, max_segments)
         if self.drop_remainder and rows.num_rows < self.batch_size:
             raise ValueError(
                 f"No batch left: the data packs into {rows.num_rows} rows, fewer "
@@ -252,9 +269,7 @@ class PackedBuilder(PlannedBuilder):
             candidates, kept, rows, self.batch_size, self.remainder, self.shuffle
         )
         self._bind(prepared, order)
-        self.resolved_max_segments = self.max_segments_per_row or int(
-            rows.segments_per_row.max()
-        )
+        self.resolved_max_segments = max_segments or int(rows.segments_per_row.max())
 
     def _check_packed_names(self, data):
         """Raises where the segment ids' or positions' name is taken: by a
@@ -474,6 +489,13 @@ class _PackedRowsSettings:
             else:  # a per-example weight on every token of its sequence
                 weight = weight * broadcast(to_rows(tokens_of(given)), weight)
             weights[target.name] = weight
+        for target in self.components:
+            if (
+                target.role == "y"
+                and not target.is_sequence
+                and target.values.ndim == 1
+            ):
+                packed[target.name] = packed[target.name][..., None]  # per slot
         y = self._role("y", packed)
         if self.structure["y"] == "single":
             return x, y, weights["y"]
