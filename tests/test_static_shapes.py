@@ -2,6 +2,11 @@
 batch of a bucket (of a builder) with one number of rows, filler rows of zero
 weight."""
 
+import ast
+import os
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -470,3 +475,51 @@ def test_filler_rows_put_no_nan_into_a_keras_loss(kind):
     assert fillers > 0
     history = masked_mean_classifier().fit(dataset, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
+
+
+COMPILE_WARNING_SCRIPT = """
+import warnings
+
+import keras
+import numpy as np
+
+import kerasbatch
+
+x = [np.ones(n, "int32") for n in range(1, 60)]
+builder = kerasbatch.PaddedBuilder(batch_size=2)
+dataset = builder.build(x, np.zeros(len(x)), engine="python")
+model = keras.Sequential(
+    [keras.layers.Embedding(4, 2), keras.layers.GlobalAveragePooling1D()]
+)
+model.compile("sgd", "mse", jit_compile=True)
+callback = kerasbatch.callbacks.EpochReshuffle(builder)
+callback.set_model(model)
+callback.set_params({"epochs": 1, "verbose": 0, "steps": None})
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    callback.on_train_begin()
+    callback.on_epoch_begin(0)
+print([str(w.message) for w in caught if "per batch shape" in str(w.message)])
+"""
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax"])
+def test_only_backends_that_compile_per_shape_warn(backend):
+    # torch.compile (jit_compile=True on torch) makes a changing dimension
+    # dynamic after its second shape: it does not compile once per shape.
+    pytest.importorskip(backend)
+    result = subprocess.run(
+        [sys.executable, "-c", COMPILE_WARNING_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KERAS_BACKEND": backend},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    warned = ast.literal_eval(result.stdout.splitlines()[-1])
+    if backend == "torch":
+        assert warned == []
+    else:
+        assert len(warned) == 1
+        assert warned[0].startswith("The JAX backend compiles the model with XLA")
+        assert "with JAX on an H200 GPU" in warned[0]

@@ -1,8 +1,11 @@
 """A warning when a model that XLA compiles per batch shape meets many shapes.
 
-Under `jit_compile=True` (or `"auto"` on a GPU) and on the JAX backend, every
-distinct batch shape costs one XLA compilation, often seconds on a GPU: a
-first epoch with dozens of shapes is mostly compiling. `EpochReshuffle` and
+Under `jit_compile=True` (or `"auto"` on a GPU) on TensorFlow, and on the
+JAX backend, every distinct batch shape costs one XLA compilation, often
+seconds on a GPU: a first epoch with dozens of shapes is mostly compiling.
+On torch, `jit_compile=True` means `torch.compile`, which compiles again
+with the changing dimension dynamic once it sees a second shape: it does
+not compile once per shape, and gets no warning. `EpochReshuffle` and
 `PaddingEfficiency` check the datasets of a `fit` against the model and warn
 with the one-line fix, once per `fit` however many of them it has:
 
@@ -21,6 +24,8 @@ import math
 import warnings
 import weakref
 
+import keras
+
 from kerasbatch.builders.serving import builder_of
 
 #: More distinct shapes than this over the fit's epochs (or than a bucket
@@ -30,6 +35,8 @@ MANY_SHAPES = 16
 #: Seconds to compile one shape, measured for a 4-layer Transformer
 #: encoder (d=256) on an H200 with JAX: the warning's scale.
 MEASURED_SECONDS_PER_SHAPE = 6.5
+#: Where `MEASURED_SECONDS_PER_SHAPE` was measured, as the warning says it.
+MEASURED_ON = "a 4-layer Transformer encoder with JAX on an H200 GPU"
 
 #: The epochs whose shapes are counted exactly (planned); those beyond are
 #: extrapolated as `kerasbatch.tuner.CompileCost` does (planning a million
@@ -43,8 +50,11 @@ _FITS = weakref.WeakKeyDictionary()
 def compiles_per_shape(model):
     """Whether `model` trains with XLA, which compiles once per shape
     (`jit_compile`, whose `"auto"` Keras resolves to True on JAX and on a
-    TensorFlow GPU)."""
+    TensorFlow GPU; on torch it means `torch.compile`, which makes a
+    changing dimension dynamic instead)."""
     if model is None or getattr(model, "run_eagerly", False):
+        return False
+    if keras.backend.backend() not in ("tensorflow", "jax"):
         return False
     return getattr(model, "jit_compile", False) is True
 
@@ -241,13 +251,17 @@ def _message(source, count, validation_counts, epoch, num_epochs):
         if count is None or None in validation_counts
         else f"{about}{total * MEASURED_SECONDS_PER_SHAPE:.0f} s of compiles"
     )
+    compiler = (
+        "The JAX backend compiles the model with XLA"
+        if keras.backend.backend() == "jax"
+        else "The model is compiled with XLA (jit_compile=True)"
+    )
     return (
-        "The model is compiled with XLA (jit_compile, or the JAX "
-        "backend), which compiles once per batch shape, and "
+        f"{compiler}, which compiles once per batch shape, and "
         f"{type(source).__name__}'s batches have {shapes}: at the "
-        f"{MEASURED_SECONDS_PER_SHAPE} s per shape of a small Transformer on "
-        f"a GPU, {cost}, against a steady epoch of about 1 s for 16 384 "
-        f"sequences there. {_fix(source)} Packed rows "
+        f"{MEASURED_SECONDS_PER_SHAPE} s per shape measured for {MEASURED_ON} "
+        f"(a CPU compiles faster), {cost}, against a steady epoch of about 1 s "
+        f"for 16 384 sequences there. {_fix(source)} Packed rows "
         "(PackedBuilder(remainder='even')) compile once, for models that "
         "take segment ids; kerasbatch.analyze(lengths) weighs the choices "
         "for your data."
