@@ -9,6 +9,7 @@ import os
 import pathlib
 
 import pytest
+from notebook_output import unwanted_lines
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -23,6 +24,8 @@ def run(name, tmp_path, monkeypatch):
     temporary.mkdir()
     monkeypatch.setenv("TMPDIR", str(temporary))  # the kernel inherits it
     monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    # under which ipykernel leaves what C++ writes to stderr out of outputs
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "matplotlib"))
     notebook = nbformat.read(TUTORIALS / name, as_version=4)
     client = nbclient.NotebookClient(
@@ -32,6 +35,10 @@ def run(name, tmp_path, monkeypatch):
         resources={"metadata": {"path": str(TUTORIALS)}},
     )
     client.execute()
+    unwanted = unwanted_lines(notebook)
+    assert not unwanted, f"{name} prints what a user should not see:\n" + (
+        "\n".join(unwanted)
+    )
     return notebook, sorted(os.listdir(temporary))
 
 

@@ -1,9 +1,12 @@
-"""Every notebook in `tutorials/` runs top to bottom without an error."""
+"""Every notebook in `tutorials/` runs top to bottom without an error, and
+with the logging a user has (TensorFlow's C++ log level unset) prints no
+TensorFlow C++ log line and no tqdm warning."""
 
 import pathlib
 import sys
 
 import pytest
+from notebook_output import unwanted_lines
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -45,8 +48,13 @@ def test_notebook_is_stored_without_outputs(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
-def test_notebook_runs_without_errors(path, monkeypatch):
-    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")  # the kernel inherits it
+def test_notebook_runs_without_errors_or_log_lines(path, monkeypatch):
+    # The kernel inherits this process's environment: a user's has no
+    # TF_CPP_MIN_LOG_LEVEL (conftest sets it for the tests' own process),
+    # and no PYTEST_CURRENT_TEST, under which ipykernel leaves what C++
+    # writes to stderr out of the cells' outputs.
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         notebook,
@@ -63,3 +71,7 @@ def test_notebook_runs_without_errors(path, monkeypatch):
         if output.output_type == "error"
     ]
     assert not errors
+    unwanted = unwanted_lines(notebook)
+    assert not unwanted, f"{path.name} prints what a user should not see:\n" + (
+        "\n".join(unwanted)
+    )
