@@ -224,7 +224,8 @@ def padded_length(padding, longest, bound, multiple):
     (`pad_to_multiple`).
 
     Args:
-        padding: the component's `kerasbatch.Padding`.
+        padding: the component's `kerasbatch.Padding`, or its length
+            (`padding_length`).
         longest: the longest kept element of the batch (an int, or an array
             or tensor over batches); None where `padding` does not use it.
         bound: the bucket's padding bound, likewise.
@@ -239,10 +240,19 @@ def padded_length(padding, longest, bound, multiple):
     16
     >>> padded_length(Padding(length=12), 13, None, 8)
     12
+    >>> padded_length("bucket", None, 13, 8)
+    16
     """
-    if padding.fixed_length is not None:
-        return padding.fixed_length
-    return round_up(bound if padding.length == "bucket" else longest, multiple)
+    length = padding_length(padding)
+    if not isinstance(length, str):
+        return length
+    return round_up(bound if length == "bucket" else longest, multiple)
+
+
+def padding_length(padding):
+    """A `kerasbatch.Padding`'s length (`"batch"`, `"bucket"` or a fixed
+    int), or `padding` itself where the length is given in its place."""
+    return getattr(padding, "length", padding)
 
 
 def round_up(sizes, multiple):

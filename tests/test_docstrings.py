@@ -21,6 +21,7 @@ MODULES = sorted(
 #: Modules whose public classes and functions must show an Example.
 WITH_EXAMPLES = {
     "kerasbatch.analysis",
+    "kerasbatch.batching",
     "kerasbatch.boundaries",
     "kerasbatch.builders.base",
     "kerasbatch.builders.bucket_builder",

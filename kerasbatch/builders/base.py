@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kerasbatch import checks
+from kerasbatch import batching, checks
 from kerasbatch import epochs as epochs_lib
 from kerasbatch import model_inputs as model_inputs_lib
 from kerasbatch import plan as plan_lib
@@ -289,32 +289,25 @@ class Builder(PlannedBuilder):
         """
         raise NotImplementedError
 
-    def _num_left_out(self, indices):
-        """Candidates that no batch of the epoch holds (subclass hook for
-        plans that repeat elements); `indices` are the epoch's elements."""
-        return len(self._prepared.candidates) - len(indices)
+    def _num_left_out(self):
+        """Candidates that no batch of an epoch holds (subclass hook for
+        plans that repeat elements); the same every epoch."""
+        return len(self._prepared.candidates) - int(self._order.sizes.sum())
 
     # ------------------------------------------------------------------- plan
     def _make_plan(self, epoch):
         """The `BatchPlan` of `epoch`."""
         prepared = self._prepared
-        indices, splits = self._order.batches(self.seed, epoch)
-        capacities = self._order.batch_capacities(self.seed, epoch)
-        first_of_batch = indices[splits[:-1]]
-        bounds = None
-        if prepared.element_bounds is not None:
-            bounds = prepared.element_bounds[first_of_batch]
-        return plan_lib.make_plan(
-            epoch=epoch,
-            indices=indices,
-            batch_splits=splits,
-            limits=prepared.element_limits[first_of_batch],
-            bucket_bounds=bounds,
+        return batching.batch_plan(
+            self._order,
+            self.seed,
+            epoch,
+            element_limits=prepared.element_limits,
+            element_bounds=prepared.element_bounds,
             component_lengths=prepared.component_lengths,
             paddings=prepared.paddings,
-            dropped=prepared.policy_dropped + self._num_left_out(indices),
+            dropped=prepared.policy_dropped + self._num_left_out(),
             batch_multiple=self.batch_multiple,
-            capacities=capacities,
             pad_to_multiple=self.pad_to_multiple,
         )
 

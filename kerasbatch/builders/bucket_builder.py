@@ -5,14 +5,11 @@ import dataclasses
 import keras
 import numpy as np
 
+from kerasbatch import batching, checks
 from kerasbatch import boundaries as boundaries_lib
-from kerasbatch import checks, orders
-from kerasbatch.buckets import Buckets
+from kerasbatch.batching import AUTO
 from kerasbatch.builders.base import Builder
 from kerasbatch.builders.prepared import Prepared
-from kerasbatch.plan import padded_length
-
-AUTO = "auto"
 
 
 class BucketSettings:
@@ -126,11 +123,9 @@ class BucketSettings:
         `lengths` (the lengths the buckets will hold) may be None when the
         boundaries are a list.
         """
-        if isinstance(self.boundaries, list):
-            boundaries = self.boundaries
-        else:
-            strategy = "optimal" if self.boundaries == AUTO else self.boundaries
-            boundaries = boundaries_lib.get(strategy)(lengths, self.num_buckets)
+        boundaries = batching.resolve_boundaries(
+            self.boundaries, lengths, self.num_buckets
+        )
         num_buckets = len(boundaries) + 1
         if self.bucket_batch_sizes is not None and (
             len(self.bucket_batch_sizes) != num_buckets
@@ -139,7 +134,7 @@ class BucketSettings:
                 f"bucket_batch_sizes has {len(self.bucket_batch_sizes)} entries but "
                 f"the boundaries {boundaries} make {num_buckets} buckets."
             )
-        return [int(b) for b in boundaries]
+        return boundaries
 
     def _resolve_batch_sizes(self, num_buckets, budget_batch_size):
         """Every bucket's batch size; `budget_batch_size(bucket)` gives it
@@ -151,22 +146,11 @@ class BucketSettings:
         return [budget_batch_size(bucket) for bucket in range(num_buckets)]
 
     def _longest_padding_of(self, paddings, bound, longest_kept):
-        """The longest padded length (any component) of a batch of a bucket.
-
-        Args:
-            paddings: `{name: Padding}` of the sequence components.
-            bound: the bucket's padding bound (for `"bucket"` padding).
-            longest_kept: `name -> ` the longest the component can be in the
-                bucket after cutting (for `"batch"` padding).
-        """
-        padded = 0
-        for name, padding in paddings.items():
-            longest = None
-            if padding.fixed_length is None and padding.length != "bucket":
-                longest = int(longest_kept(name))
-            length = padded_length(padding, longest, int(bound), self.pad_to_multiple)
-            padded = max(padded, length)
-        return padded
+        """The longest padded length (any component) of a batch of a bucket
+        (`kerasbatch.batching.longest_padding`)."""
+        return batching.longest_padding(
+            paddings, bound, longest_kept, self.pad_to_multiple
+        )
 
     def _budget_size(self, bucket, padded, count=None, longest=None):
         """The largest batch size with `size × cost(padded) <= max_tokens`.
@@ -178,11 +162,9 @@ class BucketSettings:
             longest: `(index, kept length)` of the bucket's longest element,
                 or None when unknown, for error messages.
         """
-        if count == 0:
-            return 1
-        if padded == 0:  # zero-length elements cost nothing: one batch
-            return count if count is not None else self.max_tokens
-        size = int(self.max_tokens // self._cost(padded))
+        size = batching.budget_batch_size(
+            self.max_tokens, padded, count, self.quadratic_length
+        )
         if size:
             return size
         if longest is not None:
@@ -201,9 +183,7 @@ class BucketSettings:
         )
 
     def _cost(self, length):
-        if self.quadratic_length is None:
-            return float(length)
-        return length + length**2 / self.quadratic_length
+        return batching.token_cost(length, self.quadratic_length)
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
@@ -298,30 +278,30 @@ class BucketBuilder(BucketSettings, Builder):
         candidates = prepared.candidates
         lengths = prepared.cut_lengths
         boundaries = self._resolve_boundaries(lengths[candidates])
-        num_buckets = len(boundaries) + 1
         longest = int(lengths[candidates].max())
-        last_upper = self.max_length if self.max_length is not None else longest
-        buckets = Buckets.of(boundaries, last_upper, self.truncate)
-        bucket_of = buckets.assign(lengths)
-        limits = prepared.element_limits
-        if self.truncate:
-            limits = buckets.cut_limits(bucket_of, limits)
+        buckets = batching.bucket_layout(
+            lengths,
+            candidates,
+            prepared.element_limits,
+            prepared.component_lengths,
+            prepared.paddings,
+            boundaries=boundaries,
+            last_upper=self.max_length if self.max_length is not None else longest,
+            truncate=self.truncate,
+            pad_to_multiple=self.pad_to_multiple,
+        )
         prepared = prepared.extended(
             BucketPrepared,
-            element_limits=limits,
-            element_bounds=orders.compact(buckets.bounds)[bucket_of],
-            bucket_of=bucket_of,
+            element_limits=buckets.element_limits,
+            element_bounds=buckets.element_bounds,
+            bucket_of=buckets.bucket_of,
         )
         self.resolved_boundaries = boundaries
-        self.bucket_counts = np.bincount(
-            bucket_of[candidates], minlength=num_buckets
-        ).tolist()
-        self.bucket_lengths = [
-            self._longest_padding(prepared, bucket, buckets.bounds[bucket])
-            for bucket in range(num_buckets)
-        ]
+        self.bucket_counts = buckets.counts
+        self.bucket_lengths = buckets.padded_lengths
         self.resolved_batch_sizes = self._resolve_batch_sizes(
-            num_buckets, lambda bucket: self._budget_batch_size(prepared, bucket)
+            len(boundaries) + 1,
+            lambda bucket: self._budget_batch_size(prepared, bucket),
         )
         return prepared
 
@@ -329,20 +309,6 @@ class BucketBuilder(BucketSettings, Builder):
     def _members(prepared, bucket):
         candidates = prepared.candidates
         return candidates[prepared.bucket_of[candidates] == bucket]
-
-    def _longest_padding(self, prepared, bucket, bound):
-        """The longest padded length (any component) of a batch of `bucket`."""
-        members = self._members(prepared, bucket)
-        if not len(members):
-            return 0
-
-        def longest_kept(name):
-            return np.minimum(
-                prepared.component_lengths[name][members],
-                prepared.element_limits[members],
-            ).max()
-
-        return self._longest_padding_of(prepared.paddings, bound, longest_kept)
 
     def longest_element(self, bucket):
         """The index of the longest (cut) element of `bucket`, or None if empty."""
@@ -369,13 +335,13 @@ class BucketBuilder(BucketSettings, Builder):
         )
 
     def _epoch_order(self, prepared):
-        return orders.EpochOrder.of_groups(
-            prepared.candidates,
-            prepared.bucket_of[prepared.candidates],
+        candidates = prepared.candidates
+        return batching.bucket_order(
+            candidates,
+            prepared.bucket_of[candidates],
             self.resolved_batch_sizes,
             self.remainder,
-            shuffle_units=self.shuffle,
-            shuffle_batches=self.shuffle,
+            self.shuffle,
         )
 
 

@@ -7,7 +7,7 @@ import typing
 import keras
 import numpy as np
 
-from kerasbatch import checks, orders, outputs, packing, sources
+from kerasbatch import batching, checks, outputs, sources
 from kerasbatch import epochs as epochs_lib
 from kerasbatch import model_inputs as model_inputs_lib
 from kerasbatch import plan as plan_lib
@@ -259,17 +259,23 @@ class PackedBuilder(PlannedBuilder):
         # The rows formed do not depend on the epoch (only who fills them).
         # One per-segment width for every build: that of the first.
         max_segments = self.max_segments_per_row or self.resolved_max_segments
-        rows = packing.pack(kept, self.sequence_length, max_segments)
-        if self.drop_remainder and rows.num_rows < self.batch_size:
-            raise ValueError(
-                f"No batch left: the data packs into {rows.num_rows} rows, fewer "
-                f"than batch_size={self.batch_size}, and drop_remainder=True."
-            )
-        order = orders.PackedOrder.of_packing(
-            candidates, kept, rows, self.batch_size, self.remainder, self.shuffle
+        order = batching.packed_order(
+            candidates,
+            kept,
+            self.sequence_length,
+            self.batch_size,
+            self.remainder,
+            self.shuffle,
+            max_segments,
         )
+        segments_per_row = np.diff(order.row_splits)
+        if self.drop_remainder and len(segments_per_row) < self.batch_size:
+            raise ValueError(
+                f"No batch left: the data packs into {len(segments_per_row)} rows, "
+                f"fewer than batch_size={self.batch_size}, and drop_remainder=True."
+            )
         self._bind(prepared, order)
-        self.resolved_max_segments = max_segments or int(rows.segments_per_row.max())
+        self.resolved_max_segments = max_segments or int(segments_per_row.max())
 
     def _check_packed_names(self, data):
         """Raises where the segment ids' or positions' name is taken: by a
@@ -318,23 +324,16 @@ class PackedBuilder(PlannedBuilder):
 
     def _make_plan(self, epoch):
         prepared = self._prepared
-        indices, row_splits, batch_splits = self._order.batches(self.seed, epoch)
-        token_lengths = prepared.cut_lengths[indices]
-        cut = prepared.lengths[indices] - token_lengths
-        components = prepared.data.sequence_components
-        return packing.PackedPlan(
-            epoch=epoch,
+        return batching.packed_plan(
+            self._order,
+            self.seed,
+            epoch,
             sequence_length=self.sequence_length,
-            indices=indices,
-            row_splits=row_splits,
-            batch_splits=batch_splits,
-            token_lengths=token_lengths,
-            component_names=tuple(c.name for c in components),
-            dropped=prepared.policy_dropped + len(prepared.candidates) - len(indices),
-            truncated=int((cut > 0).sum()),
-            truncated_positions=int(cut.sum()) * len(components),
+            lengths=prepared.lengths,
+            cut_lengths=prepared.cut_lengths,
+            component_names=[c.name for c in prepared.data.sequence_components],
+            dropped=prepared.policy_dropped,
             batch_multiple=self.batch_multiple,
-            capacities=self._order.rows.batch_capacities(self.seed, epoch),
         )
 
     def _running_positions(self, num_batches):

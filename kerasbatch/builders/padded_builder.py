@@ -1,9 +1,8 @@
 """Random batches, each padded to its longest element."""
 
 import keras
-import numpy as np
 
-from kerasbatch import orders
+from kerasbatch import batching
 from kerasbatch.builders.base import Builder
 
 
@@ -29,11 +28,6 @@ class PaddedBuilder(Builder):
     """
 
     def _epoch_order(self, prepared):
-        return orders.EpochOrder.of_groups(
-            prepared.candidates,
-            np.zeros(len(prepared.candidates), np.int64),
-            [self.batch_size],
-            self.remainder,
-            shuffle_units=self.shuffle,
-            shuffle_batches=False,
+        return batching.random_order(
+            prepared.candidates, self.batch_size, self.remainder, self.shuffle
         )

@@ -2,7 +2,7 @@
 
 import keras
 
-from kerasbatch import orders
+from kerasbatch import batching
 from kerasbatch.builders.base import Builder
 
 
@@ -31,11 +31,11 @@ class SortedBuilder(Builder):
     """
 
     def _epoch_order(self, prepared):
-        return orders.EpochOrder.of_groups(
-            prepared.candidates,
-            prepared.cut_lengths[prepared.candidates],
-            [self.batch_size],
+        candidates = prepared.candidates
+        return batching.sorted_order(
+            candidates,
+            prepared.cut_lengths[candidates],
+            self.batch_size,
             self.remainder,
-            shuffle_units=self.shuffle,
-            shuffle_batches=self.shuffle,
+            self.shuffle,
         )

@@ -353,7 +353,7 @@ class WindowBuilder(Builder):
             capacity=self.size if self.remainder == "pad" else None,
         )
 
-    def _num_left_out(self, indices):
+    def _num_left_out(self):
         return self._prepared.num_unwindowed
 
     def _batch_function(self, static_batch_size):
