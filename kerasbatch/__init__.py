@@ -13,12 +13,23 @@ import os as _os
 import sys as _sys
 
 # Planning needs NumPy only: these import without Keras.
-from kerasbatch import boundaries, buckets, orders, packing, plan, remainders
+from kerasbatch import (
+    analysis,
+    batching,
+    boundaries,
+    buckets,
+    costs,
+    lengths,
+    orders,
+    packing,
+    plan,
+    remainders,
+)
+from kerasbatch.analysis import Analysis, analyze
 from kerasbatch.plan import BatchPlan, PlanStatistics
 
 #: The names that need Keras (every builder, layer, loss, callback).
 _KERAS_NAMES = {
-    "Analysis": "kerasbatch.analysis",
     "BucketBuilder": "kerasbatch.builders",
     "Builder": "kerasbatch.builders",
     "ChunkBuilder": "kerasbatch.builders",
@@ -30,12 +41,10 @@ _KERAS_NAMES = {
     "ModelInputs": "kerasbatch.model_inputs",
     "Padding": "kerasbatch.padding",
     "Reducer": "kerasbatch.reducers",
-    "analyze": "kerasbatch.analysis",
     "predict": "kerasbatch.prediction",
     "restore_order": "kerasbatch.restore",
 }
 _KERAS_MODULES = (
-    "analysis",
     "builders",
     "callbacks",
     "chunking",
@@ -86,7 +95,6 @@ if not _DEFERRED:
     # loads torch, whose import crashes after TensorFlow's where triton is
     # installed).
     from kerasbatch import (  # noqa: F401
-        analysis,
         builders,
         callbacks,
         chunking,
@@ -99,7 +107,6 @@ if not _DEFERRED:
         restore,
         tuner,
     )
-    from kerasbatch.analysis import Analysis, analyze  # noqa: F401
     from kerasbatch.builders import (  # noqa: F401
         BucketBuilder,
         Builder,
@@ -154,13 +161,16 @@ __all__ = [
     "WindowBuilder",
     "analysis",
     "analyze",
+    "batching",
     "boundaries",
     "buckets",
     "callbacks",
     "chunking",
+    "costs",
     "engines",
     "io",
     "layers",
+    "lengths",
     "losses",
     "model_inputs",
     "orders",

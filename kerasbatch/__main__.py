@@ -5,11 +5,13 @@
 - `kerasbatch demo`: a small GRU trained on padded and on bucketed batches.
 - `kerasbatch --help`, `kerasbatch --version`.
 
-`--help` and `--version` import neither Keras nor TensorFlow (the package
-defers them when it runs as this command), so they answer at once. The
-subcommands import them under `TF_CPP_MIN_LOG_LEVEL=3` (unless it is set),
-and hold back the log lines TensorFlow's native code writes to stderr
-while it is imported, before its logging reads that setting.
+`--help`, `--version` and `analyze` import neither Keras nor TensorFlow
+(the package defers them when it runs as this command; planning is NumPy),
+so they answer at once and need neither installed. Where Keras and
+TensorFlow are needed (`demo`, and `analyze` of a TFRecord dataset), they
+are imported under `TF_CPP_MIN_LOG_LEVEL=3` (unless it is set), holding
+back the log lines TensorFlow's native code writes to stderr while it is
+imported, before its logging reads that setting.
 """
 
 import argparse
@@ -21,6 +23,7 @@ import sys
 import tempfile
 
 import kerasbatch
+from kerasbatch import analysis, costs, lengths
 
 #: A native (absl / TensorFlow C++) log line: severity, date, time, thread,
 #: file:line].
@@ -68,13 +71,24 @@ def _make_parsers():
         help="show the length histogram, what each batching strategy costs "
         "(padding, shapes, steps, compiles) and which builder to use",
         description="Plans every candidate builder's epochs on the lengths "
-        "alone (exact, no training) and recommends the one of least "
-        "estimated run time on a Keras backend, with the line to paste.",
+        "alone (exact, no training; imports neither Keras nor TensorFlow) and "
+        "recommends the one of least estimated run time with a Keras backend "
+        "on a CPU or a GPU, with the line to paste.",
     )
     analyze.add_argument(
         "lengths",
         help="a .npy file (1-D int lengths), a .txt file (one length per "
-        "line) or a TFRecord dataset's directory (manifest and records)",
+        "line), a text file with --tokens (a sequence per non-blank line) or "
+        "a TFRecord dataset's directory (manifest and records; needs "
+        "TensorFlow)",
+    )
+    analyze.add_argument(
+        "--tokens",
+        choices=lengths.TOKENS,
+        default=None,
+        help="read LENGTHS as text, a sequence per non-blank line, counting "
+        "its words (whitespace-separated), chars (without the line ending) or "
+        "UTF-8 bytes",
     )
     analyze.add_argument("--batch-size", type=int, default=32)
     analyze.add_argument(
@@ -86,30 +100,39 @@ def _make_parsers():
     )
     analyze.add_argument(
         "--sequence-length",
-        type=int,
         default=None,
-        help="packed row length (default: the longest length rounded up to a "
-        "multiple of 64)",
+        help="packed row lengths, comma-separated (default: rows of about 1, "
+        "2, 4 and 8 sequences of the 90th percentile length, at least the "
+        "longest, in multiples of 64, within the token budget)",
     )
     analyze.add_argument("--epochs", type=int, default=10)
     analyze.add_argument(
         "--backend",
-        choices=("jax", "tensorflow", "torch"),
+        choices=tuple(sorted(costs.BACKEND_COSTS)),
         default=None,
-        help="the Keras backend to recommend for (default: Keras' backend)",
+        help="the Keras backend to recommend for (default: KERAS_BACKEND, "
+        "else the backend of Keras' keras.json, else tensorflow)",
+    )
+    analyze.add_argument(
+        "--device",
+        choices=costs.DEVICES,
+        default=None,
+        help="the hardware whose measured costs the estimate uses (default: "
+        "gpu where this machine shows an NVIDIA GPU, else cpu)",
     )
     analyze.add_argument(
         "--compile-seconds-per-shape",
         type=float,
-        default=6.5,
-        help="seconds to compile one batch shape (default 6.5: a 4-layer "
-        "Transformer on JAX with an H200; measure yours with "
+        default=None,
+        help="seconds to compile one batch shape, instead of the backend's "
+        "on the device (0: no compiles; measure yours with "
         "kerasbatch.tuner.CompileCost.measure)",
     )
     analyze.add_argument(
         "--buckets",
         default="4,8,16,32,64",
-        help="bucket counts of the bucket rows, comma-separated",
+        help="bucket counts of the bucket rows, comma-separated (one bucket, "
+        "a fixed length, is always a row)",
     )
     analyze.add_argument("--seed", type=int, default=0)
     analyze.add_argument(
@@ -128,45 +151,64 @@ def _make_parsers():
 
 
 def _analyze(arguments, parser):
+    num_buckets = _ints(arguments.buckets, "--buckets", parser)
+    sequence_lengths = None
+    if arguments.sequence_length is not None:
+        sequence_lengths = _ints(arguments.sequence_length, "--sequence-length", parser)
     try:
-        num_buckets = tuple(
-            int(count) for count in arguments.buckets.split(",") if count.strip()
-        )
-    except ValueError:
-        parser.error(
-            f"--buckets must be comma-separated ints, got {arguments.buckets!r}."
-        )
-    with quiet_native_logs():
-        import keras  # noqa: F401  (before TensorFlow, for torch)
-
-        from kerasbatch.analysis import analyze
-    try:
-        analysis = analyze(
+        if arguments.plot:
+            analysis.check_plot_path(arguments.plot)
+        if _is_tfrecord_dataset(arguments.lengths):
+            _import_tensorflow_quietly()
+        result = analysis.analyze(
             arguments.lengths,
             batch_size=arguments.batch_size,
             max_tokens=arguments.max_tokens,
-            sequence_length=arguments.sequence_length,
+            sequence_length=sequence_lengths,
             epochs=arguments.epochs,
             backend=arguments.backend,
+            device=arguments.device,
             compile_seconds_per_shape=arguments.compile_seconds_per_shape,
             num_buckets=num_buckets,
             seed=arguments.seed,
             features=arguments.feature,
+            tokens=arguments.tokens,
             verbose=0 if arguments.quiet or arguments.json else 1,
         )
-    except (OSError, TypeError, ValueError) as error:
-        parser.error(str(error))
-    if arguments.json:
-        print(json.dumps(analysis.to_dict(), indent=2))
-    else:
-        _print(str(analysis))
-    if arguments.plot:
+        if arguments.json:
+            print(json.dumps(result.to_dict(), indent=2))
+        else:
+            _print(str(result))
+        if arguments.plot:
+            result.plot(arguments.plot)
+            if not arguments.json:
+                print(f"\nWrote {arguments.plot}")
+    except (ImportError, OSError, TypeError, ValueError) as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
+
+
+def _ints(text, option, parser):
+    """The comma-separated ints of an option's `text`."""
+    try:
+        return tuple(int(value) for value in text.split(",") if value.strip())
+    except ValueError:
+        parser.error(f"{option} must be comma-separated ints, got {text!r}.")
+
+
+def _is_tfrecord_dataset(path):
+    """Whether `path` names a TFRecord dataset (a directory or its manifest)."""
+    return os.path.isdir(path) or os.path.basename(path) == "__manifest__.json"
+
+
+def _import_tensorflow_quietly():
+    """Imports Keras and TensorFlow (for a TFRecord dataset) without their
+    native log lines; where they are missing, `analyze` says so."""
+    with quiet_native_logs():
         try:
-            analysis.plot(arguments.plot)
-        except ImportError as error:
-            parser.error(f"--plot: {error}")
-        if not arguments.json:
-            print(f"\nWrote {arguments.plot}")
+            import keras  # noqa: F401  (before TensorFlow, for torch)
+            import tensorflow  # noqa: F401
+        except ImportError:
+            pass
 
 
 def _print(text):

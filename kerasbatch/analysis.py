@@ -1,136 +1,63 @@
 """`kerasbatch.analyze`: what each way of batching costs on your lengths, before training.
 
-`analyze(lengths)` plans the epochs of every candidate builder on the
-lengths alone (`builder.adapt`, then `builder.plan(epoch)`: exact, no
-tensor is built) and tabulates padding efficiency, distinct batch shapes
-(what XLA and JAX compile once each), steps per epoch and real tokens per
-step. It then estimates the seconds of a training run on a Keras backend
-and recommends the builder that costs least, with the line to paste.
+`analyze(lengths)` plans the epochs of every candidate builder from the
+lengths alone, with the builders' own planning (`kerasbatch.batching`:
+exact, no tensor is built, and neither Keras nor TensorFlow is imported),
+and tabulates padding efficiency, distinct batch shapes (what XLA and JAX
+compile once each), steps per epoch and real tokens per step. It then
+estimates the seconds of a training run with a Keras backend on a CPU or a
+GPU and recommends the cheapest row of the table, with the line to paste.
 
-The estimate is the tuner's (`kerasbatch.tuner.CompileCost`):
+The estimate is the tuner's (`kerasbatch.tuner.CompileCost`), with a term
+for attention:
 
     run seconds = padded positions of all epochs × seconds_per_position
+                + pairs of padded positions in a row, all epochs
+                  (rows × padded length² of every batch)
+                  × seconds_per_position_pair
                 + steps of all epochs × seconds_per_step
                 + distinct shapes of all epochs × seconds_per_shape
 
-with the costs of `BACKEND_COSTS` (measured, see there) or of a
-`CompileCost` measured on your own model. `python -m kerasbatch analyze`
-runs it from the command line.
+with the costs of `kerasbatch.costs.BACKEND_COSTS` (measured on the
+hardware each names) or of a `CompileCost` measured on your own model.
+`python -m kerasbatch analyze` runs it from the command line.
 """
 
 import dataclasses
-import math
 import numbers
 import os
+import sys
 
-import keras
 import numpy as np
 
-from kerasbatch import boundaries as boundaries_lib
-from kerasbatch import sources
-from kerasbatch.builders import (
-    BucketBuilder,
-    PackedBuilder,
-    PaddedBuilder,
-    SortedBuilder,
-)
+from kerasbatch import batching
+from kerasbatch import costs as costs_lib
+from kerasbatch import plan as plan_lib
+from kerasbatch.costs import BackendCosts
+from kerasbatch.lengths import read_lengths
 
-__all__ = ["BACKEND_COSTS", "Analysis", "BackendCosts", "StrategyRow", "analyze"]
+__all__ = ["Analysis", "StrategyRow", "analyze", "check_plot_path"]
 
-#: The number of buckets of the bucket rows.
+#: The number of buckets of the bucket rows (besides one bucket: every
+#: batch padded to the longest length, one fixed shape).
 NUM_BUCKETS = (4, 8, 16, 32, 64)
-#: Seconds to compile one batch shape: a 4-layer Transformer encoder (d=256,
-#: 4 heads) train step on JAX with an H200 GPU (issue 23).
-COMPILE_SECONDS_PER_SHAPE = 6.5
-#: Packed rows are the longest length rounded up to a multiple of this.
+#: Packed rows hold about this many sequences of the 90th percentile length
+#: (at least the longest, rounded up to a multiple of `ROW_MULTIPLE`).
+PACKED_SEQUENCES = (1, 2, 4, 8)
+#: Packed row lengths are multiples of this.
 ROW_MULTIPLE = 64
-#: Planning shows a progress bar from this many sequences on (`verbose=1`).
+#: Planning shows its progress from this many sequences on (`verbose=1`).
 PROGRESS_MIN_SEQUENCES = 100_000
 _HISTOGRAM_BINS = 12
 _BAR_WIDTH = 40
 
 
 @dataclasses.dataclass(frozen=True)
-class BackendCosts:
-    """What one training step costs on a Keras backend, for `analyze`'s estimate.
-
-    Attributes:
-        seconds_per_position: seconds per padded position fed (padding
-            included: it is computed as data is).
-        seconds_per_step: fixed seconds per step (optimizer update, dispatch,
-            framework overhead), whatever the batch holds.
-        compiles: whether every new batch shape is compiled (XLA on JAX);
-            each costs `compile_seconds_per_shape`.
-        source: where the figures come from.
-
-    Example:
-
-    >>> from kerasbatch.analysis import BACKEND_COSTS
-    >>> BACKEND_COSTS["torch"].seconds_per_step
-    0.024
-    >>> BACKEND_COSTS["jax"].compiles, BACKEND_COSTS["tensorflow"].compiles
-    (True, False)
-    """
-
-    seconds_per_position: float
-    seconds_per_step: float
-    compiles: bool
-    source: str
-
-    def to_dict(self):
-        """The costs as a JSON-serialisable dict."""
-        return dataclasses.asdict(self)
-
-
-#: Default costs per backend, each measured on one machine; only their
-#: ratios matter for the ranking. Give a `CompileCost` measured on your model
-#: (`kerasbatch.tuner.CompileCost.measure`) for your own figures.
-#:
-#: - `jax`: a line fitted to the steady epochs of a 4-layer Transformer
-#:   encoder on an H200 (issue 23; 16 384 lognormal sequences, mean 55):
-#:   padded to 512 (1.41 s), 8 buckets (0.95 s), 8 buckets under a token
-#:   budget of 6144 (0.72 s) and packed rows of 512 (0.76 s); the line
-#:   gives them within 5 %. Every shape compiles (6.5 s each there), so
-#:   bounded shapes and one-shape packing win, and a token budget (fewer,
-#:   fuller steps) beats a fixed batch size.
-#: - `torch`: Keras on torch on the same GPU took about 24 ms a step
-#:   whatever the padding (padded-512 6.1 s, buckets 6.7 s, token budget
-#:   5.5 s per epoch) and compiles nothing: per-step overhead sets its
-#:   speed (positions nearly free), so fewer, larger steps help more than
-#:   less padding.
-#: - `tensorflow`: Keras on TensorFlow without XLA (`jit_compile=False`;
-#:   Keras' `"auto"` on a CPU), the GRU of `benchmarks/RESULTS.md` on 2 CPU
-#:   cores: 2.4 ms a step and 0.24 ms per padded time step of 64 rows.
-#:   Padding efficiency dominates. On a GPU `jit_compile="auto"` compiles
-#:   every shape with XLA: choose `jax` there.
-BACKEND_COSTS = {
-    "jax": BackendCosts(
-        seconds_per_position=6.5e-8,
-        seconds_per_step=3.4e-3,
-        compiles=True,
-        source="a 4-layer Transformer, JAX on an H200, issue 23",
-    ),
-    "tensorflow": BackendCosts(
-        seconds_per_position=3.75e-6,
-        seconds_per_step=2.4e-3,
-        compiles=False,
-        source="a GRU, TensorFlow without XLA on 2 CPU cores, benchmarks/RESULTS.md",
-    ),
-    "torch": BackendCosts(
-        seconds_per_position=1e-8,
-        seconds_per_step=0.024,
-        compiles=False,
-        source="a 4-layer Transformer, torch on an H200, issue 23",
-    ),
-}
-
-
-@dataclasses.dataclass(frozen=True)
 class StrategyRow:
     """One way of batching the lengths, and what its epochs cost.
 
-    Every figure comes from the builder's own plans (`adapt` on the lengths,
-    then `plan(epoch)`), so it is what `builder.statistics()` and
+    Every figure comes from the builders' own planning
+    (`kerasbatch.batching`), so it is what `builder.statistics()` and
     `builder.batch_shapes()` report after `build` on data of these lengths.
 
     Attributes:
@@ -144,9 +71,9 @@ class StrategyRow:
         steps_per_epoch: batches of the first epoch (the same every epoch).
         tokens_per_step: real positions per step in the first epoch.
         compile_seconds: all the epochs' distinct shapes × the seconds per
-            shape (what XLA would spend compiling).
-        estimated_seconds: the run's estimated seconds on the backend (see
-            the module docstring).
+            shape, or None where shapes are not compiled.
+        estimated_seconds: the run's estimated seconds (see the module
+            docstring), or None where `analyze` has no costs.
         boundaries: the resolved bucket boundaries, or None.
 
     Example:
@@ -154,8 +81,8 @@ class StrategyRow:
     >>> import kerasbatch
     >>> analysis = kerasbatch.analyze(
     ...     [3, 5, 8, 13, 2, 9, 4, 6], batch_size=2, epochs=2, backend="torch",
-    ...     num_buckets=(2,), verbose=0)
-    >>> row = analysis.rows[2]
+    ...     device="cpu", num_buckets=(2,), verbose=0)
+    >>> row = analysis.rows[3]
     >>> row.name, row.boundaries, row.steps_per_epoch
     ('buckets 2', (7,), 5)
     >>> row.builder_line
@@ -170,8 +97,8 @@ class StrategyRow:
     new_shapes_later: int
     steps_per_epoch: int
     tokens_per_step: float
-    compile_seconds: float
-    estimated_seconds: float
+    compile_seconds: float | None
+    estimated_seconds: float | None
     boundaries: tuple | None = None
 
     @property
@@ -191,12 +118,10 @@ class StrategyRow:
         return f"kerasbatch.{self.builder_class}({', '.join(parts)})"
 
     def make_builder(self):
-        """A new builder with these arguments (not built)."""
-        classes = {
-            cls.__name__: cls
-            for cls in (PaddedBuilder, SortedBuilder, BucketBuilder, PackedBuilder)
-        }
-        return classes[self.builder_class](**self.arguments)
+        """A new builder with these arguments (not built; imports Keras)."""
+        from kerasbatch import builders
+
+        return getattr(builders, self.builder_class)(**self.arguments)
 
     def to_dict(self):
         """The row as a JSON-serialisable dict, with its `builder_line`."""
@@ -219,52 +144,59 @@ class Analysis:
     Attributes:
         lengths: int64 length of every sequence.
         rows: a `StrategyRow` per strategy, in table order.
-        recommended: the row of least estimated seconds.
+        recommended: the row of least estimated seconds (None without
+            costs).
         recommended_unpacked: the same among the rows that do not pack
             (for a model that cannot take packed rows).
         backend: `"jax"`, `"tensorflow"` or `"torch"`.
+        device: `"cpu"` or `"gpu"`: the hardware the estimate is for.
+        device_reason: how the device was chosen, e.g. `"as asked"`.
+        costs: the `BackendCosts` the estimate used, or None where there
+            are no figures for the backend on the device.
         epochs: the epochs of the estimated run.
-        costs: the `BackendCosts` the estimate used.
-        compile_seconds_per_shape: seconds per compiled shape.
-        batch_size, max_tokens, sequence_length, seed: the settings of the
-            rows (sequence_length: of the packed rows).
+        batch_size, max_tokens, sequence_lengths, seed: the settings of the
+            rows (sequence_lengths: of the packed rows).
 
     Example:
 
     >>> import kerasbatch
     >>> analysis = kerasbatch.analyze(
     ...     [3, 5, 8, 13, 2, 9, 4, 6], batch_size=2, epochs=2, backend="torch",
-    ...     num_buckets=(2,), verbose=0)
+    ...     device="cpu", num_buckets=(2,), verbose=0)
     >>> print(analysis.table())
-    strategy           pad. eff.  shapes  new later  steps/epoch  tokens/step  compile s  est. torch s
-    padded                 0.694       4          0            4           12       26.0         0.192
-    sorted +               0.862       4          0            4           12       26.0         0.192
-    buckets 2              0.568       2          0            5           10       13.0          0.24
-    buckets 2, tokens      0.568       2          0            4           12       13.0         0.192
-    packed 64 *            0.781       1          0            1           50        6.5         0.048
-    2 epochs; compile s: shapes of all epochs x 6.5 s; * recommended, + without packing
+    strategy           pad. eff.  shapes  new later  steps/epoch  tokens/step  est. s
+    padded                 0.694       4          0            4           12  0.0499
+    sorted +               0.862       4          0            4           12  0.0498
+    buckets 1              0.481       1          0            4           12  0.0502
+    buckets 2              0.568       2          0            5           10  0.0624
+    buckets 1, tokens      0.481       1          0            4           12  0.0502
+    buckets 2, tokens      0.568       2          0            4           12    0.05
+    packed 64 *            0.781       1          0            1           50  0.0129
+    2 epochs with torch on a CPU, which compiles no shape; * recommended, + without packing
     >>> analysis.recommended_unpacked.builder_line
     'kerasbatch.SortedBuilder(batch_size=2)'
     """
 
     lengths: np.ndarray = dataclasses.field(repr=False)
     rows: tuple
-    recommended: StrategyRow
-    recommended_unpacked: StrategyRow
+    recommended: StrategyRow | None
+    recommended_unpacked: StrategyRow | None
     backend: str
+    device: str
+    device_reason: str
+    costs: BackendCosts | None
     epochs: int
-    costs: BackendCosts
-    compile_seconds_per_shape: float
     batch_size: int
     max_tokens: int
-    sequence_length: int
+    sequence_lengths: tuple
     seed: int
 
     def __repr__(self):
+        best = "None" if self.recommended is None else self.recommended.builder_line
         return (
             f"Analysis({len(self.lengths)} sequences, {len(self.rows)} strategies, "
-            f"backend={self.backend!r}, epochs={self.epochs}, "
-            f"recommended={self.recommended.builder_line})"
+            f"backend={self.backend!r}, device={self.device!r}, "
+            f"epochs={self.epochs}, recommended={best})"
         )
 
     def __str__(self):
@@ -279,9 +211,9 @@ class Analysis:
             "shortest": int(lengths.min()),
             "longest": int(lengths.max()),
             "mean": float(lengths.mean()),
-            "median": int(np.quantile(lengths, 0.5, method="higher")),
-            "p90": int(np.quantile(lengths, 0.9, method="higher")),
-            "p99": int(np.quantile(lengths, 0.99, method="higher")),
+            "median": _quantile(lengths, 0.5),
+            "p90": _quantile(lengths, 0.9),
+            "p99": _quantile(lengths, 0.99),
         }
 
     def histogram_counts(self, bins=_HISTOGRAM_BINS):
@@ -315,34 +247,27 @@ class Analysis:
         return "\n".join(lines)
 
     def table(self):
-        """The strategies as a text table; `*` marks the recommendation."""
-        headers = (
-            "strategy",
-            "pad. eff.",
-            "shapes",
-            "new later",
-            "steps/epoch",
-            "tokens/step",
-            "compile s",
-            f"est. {self.backend} s",
-        )
-        cells = []
-        for row in self.rows:
-            mark = " *" if row is self.recommended else ""
-            if row is self.recommended_unpacked and row is not self.recommended:
-                mark = " +"
-            cells.append(
-                (
-                    row.name + mark,
-                    f"{row.padding_efficiency:.3f}",
-                    str(row.distinct_shapes),
-                    str(row.new_shapes_later),
-                    str(row.steps_per_epoch),
-                    f"{row.tokens_per_step:.0f}",
-                    _seconds_text(row.compile_seconds),
-                    _seconds_text(row.estimated_seconds),
-                )
+        """The strategies as a text table; `*` marks the recommendation, `+`
+        the best without packing. The compile column shows only where
+        shapes are compiled, the estimate only where there are costs."""
+        costs = self.costs
+        compiles = costs is not None and costs.compiles
+        columns = [
+            ("strategy", lambda row: row.name + self._mark(row)),
+            ("pad. eff.", lambda row: f"{row.padding_efficiency:.3f}"),
+            ("shapes", lambda row: str(row.distinct_shapes)),
+            ("new later", lambda row: str(row.new_shapes_later)),
+            ("steps/epoch", lambda row: str(row.steps_per_epoch)),
+            ("tokens/step", lambda row: f"{row.tokens_per_step:.0f}"),
+        ]
+        if compiles:
+            columns.append(
+                ("compile s", lambda row: _seconds_text(row.compile_seconds))
             )
+        if costs is not None:
+            columns.append(("est. s", lambda row: _seconds_text(row.estimated_seconds)))
+        cells = [[show(row) for _, show in columns] for row in self.rows]
+        headers = [header for header, _ in columns]
         widths = [
             max(len(header), *(len(cell[i]) for cell in cells))
             for i, header in enumerate(headers)
@@ -354,29 +279,38 @@ class Analysis:
             return "  ".join([first, *rest])
 
         lines = [line(headers)] + [line(cell) for cell in cells]
-        lines.append(
-            f"{self.epochs} epochs; compile s: shapes of all epochs x "
-            f"{self.compile_seconds_per_shape:g} s; * recommended"
-            + (
-                ""
-                if self.recommended is self.recommended_unpacked
-                else ", + without packing"
-            )
-        )
+        footer = f"{self.epochs} epochs"
+        if costs is None:
+            footer += f"; no estimate for {self.backend} on {self._hardware()}"
+        else:
+            footer += f" with {self.backend} on {self._hardware()}"
+            if compiles:
+                footer += (
+                    f"; compile s: shapes of all epochs x {costs.seconds_per_shape:g} s"
+                )
+            else:
+                footer += ", which compiles no shape"
+            footer += "; * recommended"
+            if self.recommended is not self.recommended_unpacked:
+                footer += ", + without packing"
+        lines.append(footer)
         return "\n".join(lines)
 
     def recommendation(self):
-        """The recommended builder, why, and the line to paste."""
-        best, unpacked = self.recommended, self.recommended_unpacked
+        """The recommended builder, why, and the line to paste; or, without
+        costs, how to get them."""
         costs = self.costs
-        compiles = (
-            f" + {self.compile_seconds_per_shape:g} s per new shape"
-            if costs.compiles
-            else "; no compiles"
-        )
+        if costs is None:
+            return (
+                f"No time estimate: analyze has no figures for {self.backend} "
+                f"on {self._hardware()} ({self.device_reason}); measure your "
+                "model's with kerasbatch.tuner.CompileCost.measure and give it "
+                "as compile_seconds_per_shape, or choose from the table."
+            )
+        best, unpacked = self.recommended, self.recommended_unpacked
         lines = [
-            f"Recommended on {self.backend}, {self.epochs} epochs: {best.name} "
-            f"(estimated {_seconds_text(best.estimated_seconds)} s)",
+            f"Recommended for {self.backend} on {self._hardware()}, {self.epochs} "
+            f"epochs: {best.name} (estimated {_seconds_text(best.estimated_seconds)} s)",
             f"    builder = {best.builder_line}",
         ]
         if best.packed:
@@ -394,10 +328,20 @@ class Analysis:
                 '  remainder="even" adds filler rows of zero sample_weight: '
                 "build with targets y."
             )
+        terms = [f"{costs.seconds_per_position:.3g} s per padded position"]
+        if costs.seconds_per_position_pair:
+            terms.append(
+                f"{costs.seconds_per_position_pair:.3g} s per pair of positions "
+                "in a row"
+            )
+        terms.append(f"{costs.seconds_per_step:.3g} s per step")
+        if costs.compiles:
+            terms.append(f"{costs.seconds_per_shape:g} s per new shape")
         lines.append(
-            f"  Estimate: {costs.seconds_per_position:.3g} s per padded position "
-            f"+ {costs.seconds_per_step:.3g} s per step{compiles} "
-            f"({costs.source})."
+            f"  Estimate for {self.backend} on {self._hardware()} "
+            f"({self.device_reason}): {' + '.join(terms)}"
+            f"{'' if costs.compiles else ' (no compiles)'}, measured on "
+            f"{costs.hardware} with {costs.source}."
         )
         return "\n".join(lines)
 
@@ -408,16 +352,17 @@ class Analysis:
             "summary": self.summary(),
             "histogram": {"edges": edges.tolist(), "counts": counts.tolist()},
             "backend": self.backend,
+            "device": self.device,
+            "device_reason": self.device_reason,
+            "costs": None if self.costs is None else self.costs.to_dict(),
             "epochs": self.epochs,
-            "costs": self.costs.to_dict(),
-            "compile_seconds_per_shape": self.compile_seconds_per_shape,
             "batch_size": self.batch_size,
             "max_tokens": self.max_tokens,
-            "sequence_length": self.sequence_length,
+            "sequence_lengths": list(self.sequence_lengths),
             "seed": self.seed,
             "rows": [row.to_dict() for row in self.rows],
-            "recommended": self.recommended.name,
-            "recommended_unpacked": self.recommended_unpacked.name,
+            "recommended": _name(self.recommended),
+            "recommended_unpacked": _name(self.recommended_unpacked),
         }
 
     def plot(self, path=None):
@@ -436,6 +381,7 @@ class Analysis:
 
         Raises:
             ImportError: matplotlib is not installed.
+            FileNotFoundError: the folder of `path` does not exist.
         """
         from kerasbatch import plotting
 
@@ -444,6 +390,7 @@ class Analysis:
 
             figure = plt.figure(figsize=(13, 4))
         else:
+            check_plot_path(path)
             try:
                 from matplotlib.figure import Figure
             except ImportError as error:
@@ -459,7 +406,7 @@ class Analysis:
             (
                 row
                 for row in (self.recommended, self.recommended_unpacked)
-                if row.boundaries is not None
+                if row is not None and row.boundaries is not None
             ),
             None,
         )
@@ -470,17 +417,32 @@ class Analysis:
             title=f"{len(self.lengths)} sequences"
             + ("" if bucketed is None else f", boundaries of {bucketed.name}"),
         )
+        title = "Padding efficiency"
+        if self.recommended is not None:
+            title += (
+                f" (recommended for {self.backend} on {self._hardware()}: "
+                f"{self.recommended.name})"
+            )
         plotting.plot_efficiency(
             {row.name: row.padding_efficiency for row in self.rows},
             ax=efficiency_axes,
-            title=f"Padding efficiency (recommended on {self.backend}: "
-            f"{self.recommended.name})",
+            title=title,
         )
         efficiency_axes.tick_params(axis="x", labelrotation=60, labelsize=8)
         figure.tight_layout()
         if path is not None:
             figure.savefig(path, dpi=100)
         return figure
+
+    def _hardware(self):
+        return "a GPU" if self.device == "gpu" else "a CPU"
+
+    def _mark(self, row):
+        if row is self.recommended:
+            return " *"
+        if row is self.recommended_unpacked:
+            return " +"
+        return ""
 
 
 def analyze(
@@ -491,64 +453,89 @@ def analyze(
     sequence_length=None,
     epochs=10,
     backend=None,
-    compile_seconds_per_shape=COMPILE_SECONDS_PER_SHAPE,
+    device=None,
+    compile_seconds_per_shape=None,
     num_buckets=NUM_BUCKETS,
     seed=0,
     features=None,
+    tokens=None,
+    tokenizer=None,
     verbose=1,
 ):
     """What each way of batching costs on these lengths, and which to use.
 
     Plans `epochs` epochs of each strategy from the lengths alone and
-    tabulates them: `PaddedBuilder` and `SortedBuilder` (`batch_size`),
+    tabulates them: `PaddedBuilder` and `SortedBuilder` (`batch_size`);
     `BucketBuilder(num_buckets=n, pad_to_bucket=True, remainder="even")`
-    for each `n` of `num_buckets`, by `batch_size` and by the token budget
-    `max_tokens` (rows whose boundaries equal the row before are left out),
-    and `PackedBuilder(sequence_length, batch_size=max_tokens //
-    sequence_length, remainder="even")`. The recommendation is the row of
-    least estimated seconds on `backend` (see the module docstring), and
-    the best row without packing for models that cannot take packed rows.
+    for one bucket (every batch padded to the longest length: one fixed
+    shape) and for each `n` of `num_buckets`, by `batch_size` and by the
+    token budget `max_tokens` (rows whose boundaries equal an earlier row's
+    are left out); and `PackedBuilder(L, batch_size=max_tokens // L,
+    remainder="even")` for each packed row length `L`. The recommendation
+    is the row of least estimated seconds with `backend` on `device` (see
+    the module docstring), and the best row without packing for models
+    that cannot take packed rows.
 
     Args:
         lengths: the sequences' lengths: a path to a `.npy` file (a 1-D int
-            array) or a `.txt` file (one length per line), a TFRecord
-            dataset's directory (its manifest and records: the length-index
-            pass of `kerasbatch.io.TFRecordLoader.lengths`, cached in
-            `__lengths__/`), a 1-D array or list of lengths, or the
-            sequences themselves as builders take them (a list of arrays, a
-            `tf.RaggedTensor`, a dict of those: their lengths are taken).
+            array), a `.txt` file (one length per line) or, with `tokens`
+            or `tokenizer`, any text file (a sequence per non-blank line); a
+            TFRecord dataset's directory (its manifest and records: the
+            length-index pass of `kerasbatch.io.TFRecordLoader.lengths`,
+            cached in `__lengths__/`; needs TensorFlow); a 1-D array or
+            list of lengths; a list of str with `tokens` or `tokenizer`; or
+            the sequences themselves as builders take them (a list of
+            arrays, a `tf.RaggedTensor`, a dict of those: their lengths are
+            taken; needs Keras).
         batch_size: elements per batch of the fixed-size rows.
         max_tokens: the token budget (batch size × padded length) of the
             budget and packed rows. Default: `batch_size` × the 90th
             percentile length (what a batch of most sequences holds), at
             least the longest length.
-        sequence_length: the packed rows' length. Default: the longest
-            length rounded up to a multiple of 64.
+        sequence_length: the packed rows' length, or a list of lengths.
+            Default: rows that hold about 1, 2, 4 and 8 sequences of the
+            90th percentile length (at least the longest length, rounded up
+            to a multiple of 64), those beyond `max_tokens` left out.
         epochs: epochs of the estimated run; all are planned.
-        backend: `"jax"`, `"tensorflow"` or `"torch"` (its `BACKEND_COSTS`).
-            Default: Keras' backend.
-        compile_seconds_per_shape: seconds to compile one batch shape, or a
+        backend: `"jax"`, `"tensorflow"` or `"torch"`. Default: Keras'
+            backend (where Keras is imported, else `KERAS_BACKEND`, else
+            the one in Keras' `keras.json`, else Keras' default,
+            `"tensorflow"`), read without importing Keras.
+        device: `"cpu"` or `"gpu"`: the hardware whose costs
+            (`kerasbatch.costs.BACKEND_COSTS`) the estimate uses. Default: `"gpu"` where this
+            machine shows an NVIDIA GPU (and `CUDA_VISIBLE_DEVICES` does not
+            hide it), else `"cpu"`.
+        compile_seconds_per_shape: seconds to compile a batch shape, which
+            replace the costs' own (0: no compiles); or a
             `kerasbatch.tuner.CompileCost` measured on your model, whose
             seconds per shape, per position and per step then replace the
-            backend's default costs.
-        num_buckets: the bucket counts of the bucket rows.
+            costs altogether. Default: the costs' own.
+        num_buckets: the bucket counts of the bucket rows (one bucket is
+            always a row).
         seed: the builders' seed.
         features: for a TFRecord directory, the variable-length features
             that make an element's length (default: all of them).
-        verbose: 1 shows progress bars while lengths are read from
-            TFRecords and while the epochs of 100 000 or more sequences are
-            planned; 0 shows none.
+        tokens: for text, what a sequence's length counts: `"words"`
+            (whitespace-separated), `"chars"` (characters of the line,
+            without its line ending) or `"bytes"` (its UTF-8 bytes).
+        tokenizer: for text, a function from a line (a str) to its tokens
+            (anything with a `len()`, e.g. a list of token ids), instead of
+            `tokens`.
+        verbose: 1 shows progress while lengths are read from TFRecords and
+            while the epochs of 100 000 or more sequences are planned; 0
+            shows none.
 
     Returns:
         An `Analysis`.
 
     Raises:
         FileNotFoundError: a path that does not exist.
-        ValueError: empty, negative or non-integer lengths (naming the
-            element, or the file and line), an unknown backend, or settings
-            no batch can meet (`max_tokens` or `sequence_length` shorter
-            than the longest sequence).
+        ValueError: empty, negative, too long or non-integer lengths (naming
+            the element, or the file and line), an unknown backend or
+            device, or settings no batch can meet (`max_tokens` or
+            `sequence_length` shorter than the longest sequence).
         TypeError: lengths or settings of the wrong type.
+        ImportError: a TFRecord dataset without TensorFlow installed.
 
     Example:
 
@@ -556,27 +543,32 @@ def analyze(
     >>> import kerasbatch
     >>> lengths = np.random.default_rng(0).integers(1, 200, 2000)
     >>> analysis = kerasbatch.analyze(
-    ...     lengths, batch_size=32, epochs=2, backend="jax",
+    ...     lengths, batch_size=32, epochs=2, backend="jax", device="gpu",
     ...     num_buckets=(4, 8), verbose=0)
     >>> [row.name for row in analysis.rows]  # doctest: +NORMALIZE_WHITESPACE
-    ['padded', 'sorted', 'buckets 4', 'buckets 8', 'buckets 4, tokens',
-     'buckets 8, tokens', 'packed 256']
+    ['padded', 'sorted', 'buckets 1', 'buckets 4', 'buckets 8',
+     'buckets 1, tokens', 'buckets 4, tokens', 'buckets 8, tokens',
+     'packed 256', 'packed 384', 'packed 768', 'packed 1472']
     >>> analysis.recommended.builder_line
-    'kerasbatch.PackedBuilder(256, batch_size=22, remainder="even")'
+    'kerasbatch.PackedBuilder(384, batch_size=15, remainder="even")'
     >>> analysis.recommended_unpacked.name
-    'buckets 4, tokens'
+    'buckets 1'
     >>> row = analysis.rows[3]
     >>> builder = row.make_builder()
     >>> builder.adapt(lengths)
     >>> builder.statistics().padding_efficiency == row.padding_efficiency
     True
     """
-    backend, costs, seconds_per_shape = _costs(backend, compile_seconds_per_shape)
+    backend = costs_lib.resolve_backend(backend)
+    device, device_reason = costs_lib.resolve_device(device)
+    costs = costs_lib.resolve_costs(backend, device, compile_seconds_per_shape)
     epochs = _positive_int(epochs, "epochs")
     batch_size = _positive_int(batch_size, "batch_size")
     seed = _int(seed, "seed")
     num_buckets = _num_buckets(num_buckets)
-    lengths = read_lengths(lengths, features=features, verbose=verbose)
+    lengths = read_lengths(
+        lengths, features=features, tokens=tokens, tokenizer=tokenizer, verbose=verbose
+    )
     longest = int(lengths.max())
     if longest == 0:
         raise ValueError(
@@ -584,129 +576,266 @@ def analyze(
             "there is nothing to batch."
         )
     if max_tokens is None:
-        p90 = int(np.quantile(lengths, 0.9, method="higher"))
-        max_tokens = max(batch_size * p90, longest)
+        max_tokens = max(batch_size * _quantile(lengths, 0.9), longest)
     max_tokens = _positive_int(max_tokens, "max_tokens")
     if max_tokens < longest:
         raise ValueError(
             f"max_tokens={max_tokens} is less than the longest sequence "
-            f"({longest}): no batch could hold it. Give max_tokens >= {longest}."
+            f"({longest}): no batch could hold it; give max_tokens >= {longest}."
         )
-    if sequence_length is None:
-        sequence_length = -(-longest // ROW_MULTIPLE) * ROW_MULTIPLE
-    sequence_length = _positive_int(sequence_length, "sequence_length")
-    if sequence_length < longest:
-        raise ValueError(
-            f"sequence_length={sequence_length} is shorter than the longest "
-            f"sequence ({longest}): packed rows must hold every sequence. Give "
-            f"sequence_length >= {longest}."
-        )
-
+    sequence_lengths = _sequence_lengths(sequence_length, lengths, max_tokens)
     strategies = list(
-        _strategies(batch_size, max_tokens, sequence_length, num_buckets, seed)
-    )
-    show = verbose and len(lengths) >= PROGRESS_MIN_SEQUENCES
-    progress = keras.utils.Progbar(
-        len(strategies) * epochs, unit_name="epoch plan", verbose=1 if show else 0
-    )
-    rows, seen_boundaries, done = [], set(), 0
-    for name, cls, arguments in strategies:
-        builder = cls(**arguments)
-        builder.adapt(lengths)
-        boundaries = getattr(builder, "resolved_boundaries", None)
-        if boundaries is not None:
-            key = (arguments.get("max_tokens"), tuple(boundaries))
-            if key in seen_boundaries:  # fewer distinct lengths than buckets
-                done += epochs
-                progress.update(done)
-                continue
-            seen_boundaries.add(key)
-            boundaries = tuple(int(b) for b in boundaries)
-        shapes, positions, steps = set(), 0, 0
-        for epoch in range(epochs):
-            plan = builder.plan(epoch)
-            if epoch == 0:
-                statistics = plan.statistics()
-                first_shapes = statistics.distinct_shapes
-                real = int(plan.real_positions.sum())
-            shapes.update(map(tuple, plan.shapes().tolist()))
-            positions += int(plan.padded_positions().sum())
-            steps += plan.num_batches
-            done += 1
-            progress.update(done)
-        run_seconds = positions * costs.seconds_per_position
-        run_seconds += steps * costs.seconds_per_step
-        if costs.compiles:
-            run_seconds += len(shapes) * seconds_per_shape
-        rows.append(
-            StrategyRow(
-                name=name,
-                builder_class=cls.__name__,
-                arguments=arguments,
-                padding_efficiency=statistics.padding_efficiency,
-                distinct_shapes=first_shapes,
-                new_shapes_later=len(shapes) - first_shapes,
-                steps_per_epoch=statistics.num_batches,
-                tokens_per_step=real / max(statistics.num_batches, 1),
-                compile_seconds=len(shapes) * seconds_per_shape,
-                estimated_seconds=run_seconds,
-                boundaries=boundaries,
-            )
+        _strategies(
+            lengths, batch_size, max_tokens, sequence_lengths, num_buckets, seed
         )
-    progress.update(done, finalize=True)
+    )
+    progress = _Progress(
+        len(strategies) * epochs,
+        show=verbose and len(lengths) >= PROGRESS_MIN_SEQUENCES,
+    )
+    rows = [_row(strategy, epochs, costs, progress) for strategy in strategies]
+    progress.close()
+    recommended = recommended_unpacked = None
+    if costs is not None:
+        recommended = min(rows, key=_seconds)
+        recommended_unpacked = min((r for r in rows if not r.packed), key=_seconds)
     return Analysis(
         lengths=lengths,
         rows=tuple(rows),
-        recommended=min(rows, key=_seconds),
-        recommended_unpacked=min((r for r in rows if not r.packed), key=_seconds),
+        recommended=recommended,
+        recommended_unpacked=recommended_unpacked,
         backend=backend,
-        epochs=epochs,
+        device=device,
+        device_reason=device_reason,
         costs=costs,
-        compile_seconds_per_shape=seconds_per_shape,
+        epochs=epochs,
         batch_size=batch_size,
         max_tokens=max_tokens,
-        sequence_length=sequence_length,
+        sequence_lengths=sequence_lengths,
         seed=seed,
     )
 
 
-def read_lengths(source, *, features=None, verbose=1):
-    """The lengths of `source`, as `analyze` takes them, validated.
+def _row(strategy, epochs, costs, progress):
+    """The `StrategyRow` of `epochs` epochs of `strategy`'s plans, estimated
+    with `costs` (or not, where None)."""
+    shapes, positions, pairs, steps = set(), 0, 0.0, 0
+    for epoch in range(epochs):
+        plan = strategy.plan(epoch)
+        if epoch == 0:
+            statistics = plan.statistics()
+            real = int(plan.real_positions.sum())
+        shapes.update(map(tuple, plan.shapes().tolist()))
+        fed = plan.padded_positions().reshape(plan.num_batches, -1).sum(axis=1)
+        positions += int(fed.sum())
+        pairs += float((fed.astype(float) ** 2 / plan.batch_rows).sum())
+        steps += plan.num_batches
+        progress.advance()
+    compile_seconds = estimate = None
+    if costs is not None:
+        compile_seconds = len(shapes) * costs.seconds_per_shape
+        estimate = (
+            positions * costs.seconds_per_position
+            + pairs * costs.seconds_per_position_pair
+            + steps * costs.seconds_per_step
+            + compile_seconds
+        )
+        if not costs.compiles:
+            compile_seconds = None
+    return StrategyRow(
+        name=strategy.name,
+        builder_class=strategy.builder_class,
+        arguments=strategy.arguments,
+        padding_efficiency=statistics.padding_efficiency,
+        distinct_shapes=statistics.distinct_shapes,
+        new_shapes_later=len(shapes) - statistics.distinct_shapes,
+        steps_per_epoch=statistics.num_batches,
+        tokens_per_step=real / max(statistics.num_batches, 1),
+        compile_seconds=compile_seconds,
+        estimated_seconds=estimate,
+        boundaries=strategy.boundaries,
+    )
+
+
+def check_plot_path(path):
+    """Raises a `FileNotFoundError` of one sentence where the folder a plot
+    is to be written to does not exist (before any planning).
 
     Args:
-        source: a `.npy` or `.txt` path, a TFRecord dataset's directory (or
-            its `__manifest__.json`), a 1-D array or list of lengths, or
-            sequences as builders take them (see `analyze`).
-        features: for a TFRecord dataset, the variable-length features that
-            make an element's length (default: all).
-        verbose: 1 shows the TFRecord length-index pass's progress bar.
-
-    Returns:
-        A 1-D int64 array with at least one non-negative length.
+        path: where the plot is to be written.
 
     Example:
 
-    >>> import numpy as np
-    >>> from kerasbatch.analysis import read_lengths
-    >>> read_lengths([np.zeros(3), np.zeros(5)]).tolist()
-    [3, 5]
-    >>> read_lengths([4, 2]).tolist()
-    [4, 2]
+    >>> check_plot_path("lengths.png")  # the working directory exists
+    >>> check_plot_path("/no/such/folder/lengths.png")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: Cannot write the plot to /no/such/folder/lengths.png: the folder /no/such/folder does not exist.
     """
-    if isinstance(source, str | os.PathLike):
-        return _read_file(os.fspath(source), features, verbose)
-    if features is not None:
-        raise ValueError("features applies to a TFRecord dataset's directory only.")
-    if isinstance(source, np.ndarray) and source.dtype != object:
-        return boundaries_lib.as_lengths(source)
-    if isinstance(source, list | tuple) and all(
-        isinstance(value, numbers.Integral) and not isinstance(value, bool)
-        for value in source
-    ):
-        return boundaries_lib.as_lengths(np.asarray(source, dtype=np.int64))
-    if isinstance(source, list | tuple) and not len(source):
-        raise ValueError("lengths is empty; need at least one length.")
-    return sources.from_inputs(source).element_lengths().astype(np.int64)
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(
+            f"Cannot write the plot to {os.fspath(path)}: the folder {folder} "
+            "does not exist."
+        )
+
+
+# --------------------------------------------------------------- strategies
+@dataclasses.dataclass(frozen=True)
+class _Strategy:
+    """A row to plan: its builder, and its epochs' plans (`plan(epoch)`)."""
+
+    name: str
+    builder_class: str
+    arguments: dict
+    plan: object
+    boundaries: tuple | None = None
+
+
+def _strategies(lengths, batch_size, max_tokens, sequence_lengths, num_buckets, seed):
+    """Every row's `_Strategy`, planned as the builders plan (each calls
+    `kerasbatch.batching` as below, with these arguments' defaults)."""
+    everything = np.arange(len(lengths), dtype=np.int64)
+    limits = np.broadcast_to(np.int64(plan_lib.NO_LIMIT), lengths.shape)
+    components = {"x": lengths}
+    seeded = {"seed": seed} if seed else {}
+
+    def planned(order, padding, bounds=None):
+        return lambda epoch: batching.batch_plan(
+            order,
+            seed,
+            epoch,
+            element_limits=limits,
+            element_bounds=bounds,
+            component_lengths=components,
+            paddings={"x": padding},
+            dropped=0,
+        )
+
+    fixed = {"batch_size": batch_size, **seeded}
+    order = batching.random_order(everything, batch_size, "keep", shuffle=True)
+    yield _Strategy("padded", "PaddedBuilder", fixed, planned(order, "batch"))
+    order = batching.sorted_order(everything, lengths, batch_size, "keep", shuffle=True)
+    yield _Strategy("sorted", "SortedBuilder", fixed, planned(order, "batch"))
+    bucketed = {"pad_to_bucket": True, "remainder": "even", **seeded}
+    layouts, seen = {}, set()
+    for budget in (None, max_tokens):
+        for count in sorted({1, *num_buckets}):
+            if count not in layouts:
+                boundaries = batching.resolve_boundaries(batching.AUTO, lengths, count)
+                layouts[count] = batching.bucket_layout(
+                    lengths,
+                    everything,
+                    limits,
+                    components,
+                    {"x": "bucket"},
+                    boundaries=boundaries,
+                    last_upper=int(lengths.max()),
+                    truncate=False,
+                    pad_to_multiple=1,
+                )
+            layout = layouts[count]
+            boundaries = layout.buckets.boundaries
+            if (budget, boundaries) in seen:  # fewer distinct lengths than buckets
+                continue
+            seen.add((budget, boundaries))
+            if budget is None:
+                sizes = [batch_size] * layout.buckets.num_buckets
+                sizing, name = {"batch_size": batch_size}, f"buckets {count}"
+            else:
+                sizes = [
+                    batching.budget_batch_size(budget, padded, members)
+                    for padded, members in zip(
+                        layout.padded_lengths, layout.counts, strict=True
+                    )
+                ]
+                sizing, name = {"max_tokens": budget}, f"buckets {count}, tokens"
+            order = batching.bucket_order(
+                everything, layout.bucket_of, sizes, "even", shuffle=True
+            )
+            yield _Strategy(
+                name,
+                "BucketBuilder",
+                {"num_buckets": count, **sizing, **bucketed},
+                planned(order, "bucket", layout.element_bounds),
+                boundaries,
+            )
+    for sequence_length in sequence_lengths:
+        rows = max(1, max_tokens // sequence_length)
+        order = batching.packed_order(
+            everything, lengths, sequence_length, rows, "even", shuffle=True
+        )
+        yield _Strategy(
+            f"packed {sequence_length}",
+            "PackedBuilder",
+            {
+                "sequence_length": sequence_length,
+                "batch_size": rows,
+                "remainder": "even",
+                **seeded,
+            },
+            _packed_plans(order, seed, sequence_length, lengths),
+        )
+
+
+def _packed_plans(order, seed, sequence_length, lengths):
+    """`plan(epoch)` of packed rows of `lengths`."""
+    return lambda epoch: batching.packed_plan(
+        order,
+        seed,
+        epoch,
+        sequence_length=sequence_length,
+        lengths=lengths,
+        cut_lengths=lengths,
+        component_names=("x",),
+        dropped=0,
+    )
+
+
+def _sequence_lengths(sequence_length, lengths, max_tokens):
+    """The packed rows' lengths, sorted."""
+    longest = int(lengths.max())
+    if sequence_length is None:
+        p90 = _quantile(lengths, 0.9)
+        candidates = {
+            plan_lib.round_up(max(longest, count * p90), ROW_MULTIPLE)
+            for count in PACKED_SEQUENCES
+        }
+        shortest = min(candidates)
+        return tuple(sorted(c for c in candidates if c == shortest or c <= max_tokens))
+    given = (
+        sequence_length
+        if isinstance(sequence_length, list | tuple)
+        else [sequence_length]
+    )
+    if not given:
+        raise ValueError("sequence_length must hold at least one length.")
+    checked = sorted({_positive_int(value, "sequence_length") for value in given})
+    if checked[0] < longest:
+        raise ValueError(
+            f"sequence_length={checked[0]} is shorter than the longest "
+            f"sequence ({longest}): packed rows must hold every sequence; give "
+            f"sequence_length >= {longest}."
+        )
+    return tuple(checked)
+
+
+# --------------------------------------------------------------- helpers
+class _Progress:
+    """A line on stderr counting the epoch plans made, where `show`."""
+
+    def __init__(self, total, show):
+        self.total, self.show, self.done = total, bool(show), 0
+
+    def advance(self):
+        self.done += 1
+        if self.show:
+            sys.stderr.write(f"\rPlanning epochs: {self.done}/{self.total}")
+            sys.stderr.flush()
+
+    def close(self):
+        if self.show:
+            sys.stderr.write("\n")
 
 
 def _pairs(edges):
@@ -714,165 +843,8 @@ def _pairs(edges):
     return zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True)
 
 
-# ------------------------------------------------------------------ helpers
-def _strategies(batch_size, max_tokens, sequence_length, num_buckets, seed):
-    """`(name, builder class, constructor arguments)` of every row."""
-    seeded = {"seed": seed} if seed else {}
-    yield "padded", PaddedBuilder, {"batch_size": batch_size, **seeded}
-    yield "sorted", SortedBuilder, {"batch_size": batch_size, **seeded}
-    bucketed = {"pad_to_bucket": True, "remainder": "even", **seeded}
-    for count in num_buckets:
-        arguments = {"num_buckets": count, "batch_size": batch_size, **bucketed}
-        yield f"buckets {count}", BucketBuilder, arguments
-    for count in num_buckets:
-        arguments = {"num_buckets": count, "max_tokens": max_tokens, **bucketed}
-        yield f"buckets {count}, tokens", BucketBuilder, arguments
-    packed = {
-        "sequence_length": sequence_length,
-        "batch_size": max(1, max_tokens // sequence_length),
-        "remainder": "even",
-        **seeded,
-    }
-    yield f"packed {sequence_length}", PackedBuilder, packed
-
-
-def _costs(backend, compile_seconds_per_shape):
-    """`(backend, BackendCosts, seconds per shape)` of the arguments."""
-    if backend is None:
-        backend = keras.config.backend()
-        if backend not in BACKEND_COSTS:
-            raise ValueError(
-                f"Keras' backend is {backend!r}, which analyze has no costs for: "
-                f"give backend= one of {sorted(BACKEND_COSTS)}."
-            )
-    if backend not in BACKEND_COSTS:
-        raise ValueError(
-            f"backend must be one of {sorted(BACKEND_COSTS)}, got {backend!r}."
-        )
-    costs = BACKEND_COSTS[backend]
-    measured = compile_seconds_per_shape
-    if all(
-        hasattr(measured, name)
-        for name in ("seconds_per_shape", "seconds_per_position", "seconds_per_step")
-    ):
-        source = f"measured: {type(measured).__name__}"
-        costs = BackendCosts(
-            seconds_per_position=float(measured.seconds_per_position),
-            seconds_per_step=float(measured.seconds_per_step),
-            compiles=True,
-            source=source,
-        )
-        return backend, costs, float(measured.seconds_per_shape)
-    if (
-        not isinstance(measured, numbers.Real)
-        or isinstance(measured, bool)
-        or not math.isfinite(measured)
-        or measured < 0
-    ):
-        raise ValueError(
-            "compile_seconds_per_shape must be a number of seconds >= 0 or a "
-            f"kerasbatch.tuner.CompileCost, got {measured!r}."
-        )
-    return backend, costs, float(measured)
-
-
-def _read_file(path, features, verbose):
-    if not os.path.exists(path):
-        raise FileNotFoundError(
-            f"{path} does not exist. Give a .npy or .txt file of lengths, or a "
-            "TFRecord dataset's directory."
-        )
-    if os.path.isdir(path) or os.path.basename(path) == "__manifest__.json":
-        return _tfrecord_lengths(path, features, verbose)
-    if features is not None:
-        raise ValueError("features applies to a TFRecord dataset's directory only.")
-    extension = os.path.splitext(path)[1].lower()
-    if extension == ".npy":
-        try:
-            lengths = np.load(path, allow_pickle=False)
-        except ValueError as error:
-            raise ValueError(
-                f"{path} is not a .npy file of int lengths ({error})."
-            ) from error
-    elif extension == ".txt":
-        lengths = _read_text(path)
-    else:
-        raise ValueError(
-            f"{path}: give a .npy or .txt file of lengths, or a TFRecord "
-            f"dataset's directory; {extension or 'no extension'!r} is neither."
-        )
-    try:
-        return boundaries_lib.as_lengths(lengths)
-    except (TypeError, ValueError) as error:
-        raise type(error)(f"{path}: {error}") from error
-
-
-def _read_text(path):
-    """One int per line (blank lines skipped); errors name the line."""
-    with open(path) as file:
-        lines = file.read().splitlines()
-    values = []
-    for number, line in enumerate(lines, 1):
-        text = line.strip()
-        if not text:
-            continue
-        try:
-            values.append(int(text))
-        except ValueError:
-            raise ValueError(
-                f"{path}, line {number}: {text[:40]!r} is not an integer length "
-                "(the file holds one length per line)."
-            ) from None
-    return np.asarray(values, dtype=np.int64)
-
-
-def _tfrecord_lengths(path, features, verbose):
-    from kerasbatch.io import TFRecordLoader, load_manifest
-
-    directory = path if os.path.isdir(path) else os.path.dirname(path) or "."
-    manifest_path = os.path.join(directory, "__manifest__.json")
-    if not os.path.isfile(manifest_path):
-        raise FileNotFoundError(
-            f"{directory} has no __manifest__.json, so it is no TFRecord dataset "
-            "(kerasbatch.io.write_dataset writes one). Give a dataset's "
-            "directory, or a .npy or .txt file of lengths."
-        )
-    manifest = load_manifest(manifest_path)
-    sequences = [spec.name for spec in manifest.features if spec.var_len]
-    if features is None:
-        features = sequences
-        if not features:
-            raise ValueError(
-                f"The dataset in {directory} has no variable-length feature "
-                "(var_len in its manifest): every element has the same length."
-            )
-    else:
-        features = [features] if isinstance(features, str) else list(features)
-        for name in features:
-            if name not in manifest.names:
-                raise ValueError(
-                    f"The dataset in {directory} has no feature {name!r}; its "
-                    f"features are {list(manifest.names)}."
-                )
-            if name not in sequences:
-                raise ValueError(
-                    f"Feature {name!r} of the dataset in {directory} is not "
-                    "variable-length (var_len), so it has no length."
-                )
-    loader = TFRecordLoader(
-        type="independent",
-        dataset={"type": "dir", "args": {"data_dir": directory}},
-        target_batch_size=1,
-        drop_remainder=False,
-        epochs=1,
-        num_read_buffer_bytes=0,
-        num_prefetch=1,
-        primary_features=[{"from_name": n, "to_name": n} for n in features],
-    )
-    lengths = loader.lengths(inputs=list(features), verbose=verbose)
-    if not len(lengths):
-        raise ValueError(f"The dataset in {directory} holds no record.")
-    return boundaries_lib.as_lengths(lengths)
+def _quantile(lengths, q):
+    return int(np.quantile(lengths, q, method="higher"))
 
 
 def _seconds_text(seconds):
@@ -882,6 +854,10 @@ def _seconds_text(seconds):
 
 def _seconds(row):
     return row.estimated_seconds
+
+
+def _name(row):
+    return None if row is None else row.name
 
 
 def _literal(value):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -9,9 +10,11 @@ import numpy as np
 import pytest
 
 import kerasbatch
+from kerasbatch import costs as costs_lib
 from kerasbatch.__main__ import _without_native_logs, main
-from kerasbatch.analysis import BACKEND_COSTS, read_lengths
+from kerasbatch.costs import BACKEND_COSTS
 from kerasbatch.io import write_dataset
+from kerasbatch.lengths import read_lengths
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NUM_EPOCHS = 3
@@ -24,6 +27,29 @@ def make_data(num_elements=300, seed=0):
     lengths = np.clip(rng.lognormal(3.0, 0.7, num_elements).astype(int), 1, 100)
     x = [rng.integers(1, 50, n).astype(np.int32) for n in lengths]
     return x, rng.integers(0, 2, num_elements).astype(np.float32), lengths
+
+
+def workload(name, num_elements=3000):
+    """Small versions of three kinds of lengths: `clustered` (as the
+    characters of the lines of a license text: most 60 to 75, a tenth
+    shorter), the `lognormal` and `bimodal` reference workloads."""
+    rng = np.random.default_rng(0)
+    if name == "clustered":
+        lengths = np.rint(rng.normal(67, 3, num_elements)).clip(55, 82)
+        short = rng.random(num_elements) < 0.1
+        lengths[short] = rng.integers(3, 55, short.sum())
+    elif name == "lognormal":
+        lengths = rng.lognormal(3.5, 0.7, num_elements).astype(int).clip(1, 512)
+    else:
+        num_short = int(0.7 * num_elements)
+        lengths = np.concatenate(
+            [
+                rng.normal(12, 4, num_short),
+                rng.normal(200, 50, num_elements - num_short),
+            ]
+        )
+        lengths = np.rint(rng.permutation(lengths)).clip(1, 512)
+    return lengths.astype(np.int64)
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +65,7 @@ def analysis(data):
         batch_size=16,
         epochs=NUM_EPOCHS,
         backend="jax",
+        device="gpu",
         num_buckets=(4, 8),
         verbose=0,
     )
@@ -73,7 +100,12 @@ def test_the_table_is_what_the_built_builders_feed(data, analysis):
         analysis.recommended_unpacked,
         rows["padded"],
         rows["sorted"],
+        rows["buckets 1"],
         rows["buckets 8"],
+        rows["buckets 4, tokens"],
+        next(
+            row for row in analysis.rows if row.packed and row != analysis.recommended
+        ),
     ]
     assert analysis.recommended.packed  # on JAX, one shape wins
     for row in chosen:
@@ -101,31 +133,60 @@ def test_the_table_is_what_the_built_builders_feed(data, analysis):
         later_seen = set().union(*(shapes for shapes, _, _ in seen[1:]))
         assert len(later_seen - first_shapes) == row.new_shapes_later, row.name
         total_shapes = row.distinct_shapes + row.new_shapes_later
-        assert row.compile_seconds == pytest.approx(6.5 * total_shapes)
+        assert row.compile_seconds == pytest.approx(7.7 * total_shapes)
 
 
 def test_rows_estimates_and_recommendation(analysis, data):
+    lengths = data[2]
+    p90 = int(np.quantile(lengths, 0.9, method="higher"))
     names = [row.name for row in analysis.rows]
+    packed = [row for row in analysis.rows if row.packed]
     assert names == [
         "padded",
         "sorted",
+        "buckets 1",
         "buckets 4",
         "buckets 8",
+        "buckets 1, tokens",
         "buckets 4, tokens",
         "buckets 8, tokens",
-        "packed 128",
+        *(f"packed {row.arguments['sequence_length']}" for row in packed),
     ]
-    costs = BACKEND_COSTS["jax"]
+    # Packed rows of about 1, 2, 4 and 8 sequences of the 90th percentile
+    # length, at least the longest, within the token budget.
+    assert analysis.max_tokens == 16 * p90  # batch size x the 90th percentile
+    assert analysis.sequence_lengths == tuple(
+        sorted(
+            {
+                length
+                for length in (-(-max(100, k * p90) // 64) * 64 for k in (1, 2, 4, 8))
+                if length == 128 or length <= 16 * p90
+            }
+        )
+    )
+    assert len(packed) >= 2
+    for row in packed:
+        length = row.arguments["sequence_length"]
+        assert row.arguments == {
+            "sequence_length": length,
+            "batch_size": 16 * p90 // length,
+            "remainder": "even",
+        }
+        assert row.builder_line == (
+            f"kerasbatch.PackedBuilder({length}, batch_size={16 * p90 // length}, "
+            'remainder="even")'
+        )
+    costs = BACKEND_COSTS["jax"]["gpu"]
     for row in analysis.rows:
         builder = row.make_builder()
-        builder.adapt(data[2])
+        builder.adapt(lengths)
         plans = [builder.plan(epoch) for epoch in range(NUM_EPOCHS)]
         positions = sum(int(p.padded_positions().sum()) for p in plans)
         shapes = row.distinct_shapes + row.new_shapes_later
         expected = (
             positions * costs.seconds_per_position
             + NUM_EPOCHS * row.steps_per_epoch * costs.seconds_per_step
-            + shapes * 6.5
+            + shapes * costs.seconds_per_shape
         )
         assert row.estimated_seconds == pytest.approx(expected), row.name
     assert analysis.recommended is min(analysis.rows, key=lambda r: r.estimated_seconds)
@@ -136,59 +197,138 @@ def test_rows_estimates_and_recommendation(analysis, data):
     # Bounded shapes on JAX: the shape-per-batch rows are never recommended.
     assert analysis.recommended_unpacked.new_shapes_later == 0
     assert analysis.recommended_unpacked.arguments["pad_to_bucket"] is True
-    # The default budget: batch size x the 90th percentile length.
-    p90 = int(np.quantile(data[2], 0.9, method="higher"))
-    assert analysis.max_tokens == 16 * p90
-    packed = analysis.rows[-1]
-    assert packed.arguments == {
-        "sequence_length": 128,
-        "batch_size": 16 * p90 // 128,
-        "remainder": "even",
-    }
-    assert packed.builder_line == (
-        f'kerasbatch.PackedBuilder(128, batch_size={16 * p90 // 128}, remainder="even")'
+
+
+@pytest.mark.parametrize("name", ["clustered", "lognormal", "bimodal"])
+def test_candidates_hold_a_fixed_length_and_several_packed_rows(name):
+    lengths = workload(name)
+    longest = int(lengths.max())
+    for backend, device in (("jax", "gpu"), ("torch", "cpu"), ("jax", "cpu")):
+        analysis = kerasbatch.analyze(
+            lengths, epochs=2, backend=backend, device=device, verbose=0
+        )
+        rows = {row.name: row for row in analysis.rows}
+        fixed = rows["buckets 1"]  # every batch padded to the longest length
+        assert fixed.boundaries == () and fixed.distinct_shapes == 1
+        assert fixed.new_shapes_later == 0
+        assert fixed.padding_efficiency == pytest.approx(
+            lengths.sum() / (fixed.steps_per_epoch * 32 * longest), rel=0.02
+        )
+        packed = [row for row in analysis.rows if row.packed]
+        assert len(packed) >= 2, [row.name for row in packed]
+        assert {row.arguments["sequence_length"] for row in packed} == set(
+            analysis.sequence_lengths
+        )
+        # The recommendation is the cheapest row of the table, with and
+        # without packing.
+        cheapest = min(row.estimated_seconds for row in analysis.rows)
+        assert analysis.recommended.estimated_seconds == cheapest
+        assert analysis.recommended_unpacked.estimated_seconds == min(
+            row.estimated_seconds for row in analysis.rows if not row.packed
+        )
+        assert f"{analysis.recommended.name} *" in analysis.table()
+    if name == "clustered":
+        # Two sequences of about 67 do not fit a row of 128, so a row of 128
+        # is two-thirds padding; the longer rows pack them.
+        jax = kerasbatch.analyze(lengths, epochs=2, backend="jax", device="gpu")
+        rows = {row.name: row for row in jax.rows}
+        assert rows["packed 128"].padding_efficiency < 0.75
+        assert jax.recommended.packed
+        assert jax.recommended.padding_efficiency > 0.9
+
+
+def test_each_estimate_names_its_hardware_and_a_cpu_gets_cpu_figures():
+    lengths = workload("lognormal")
+
+    def run(backend, device):
+        return kerasbatch.analyze(
+            lengths, epochs=2, backend=backend, device=device, verbose=0
+        )
+
+    for backend, devices in BACKEND_COSTS.items():
+        for device, costs in devices.items():
+            analysis = run(backend, device)
+            assert analysis.costs == costs
+            assert analysis.device_reason == "as asked"
+            text = analysis.recommendation()
+            assert f"Recommended for {backend} on a {device.upper()}" in text
+            assert f"measured on {costs.hardware}" in text
+            assert f"with {backend} on a {device.upper()}" in analysis.table()
+    # On a CPU, torch spends its time on the positions: buckets beat
+    # padding, as measured there; the GPU's figures (a step costs the
+    # same whatever the padding) say otherwise.
+    cpu, gpu = run("torch", "cpu"), run("torch", "gpu")
+    assert cpu.costs.hardware.endswith("CPU cores")
+    for analysis, buckets_win in ((cpu, True), (gpu, False)):
+        rows = {row.name: row for row in analysis.rows}
+        faster = rows["buckets 16"].estimated_seconds < rows["padded"].estimated_seconds
+        assert faster is buckets_win, analysis.device
+    # TensorFlow on a GPU: no figures, so no estimate and no recommendation.
+    tensorflow = run("tensorflow", "gpu")
+    assert tensorflow.costs is None and tensorflow.recommended is None
+    assert {row.estimated_seconds for row in tensorflow.rows} == {None}
+    assert "est. s" not in tensorflow.table()
+    assert "No time estimate: analyze has no figures for tensorflow on a GPU" in str(
+        tensorflow
     )
+    assert tensorflow.to_dict()["recommended"] is None
 
 
-def test_backends_weigh_steps_padding_and_compiles(data):
-    lengths = data[2]
+def test_the_device_is_the_machines_unless_given(monkeypatch, tmp_path):
+    lengths = workload("lognormal", 200)
+    monkeypatch.setattr(costs_lib, "_GPU_PLACES", (str(tmp_path / "none"),))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    analysis = kerasbatch.analyze(lengths, backend="torch", epochs=1, verbose=0)
+    assert analysis.device == "cpu"
+    assert analysis.device_reason.startswith("this machine shows no GPU")
+    (tmp_path / "gpu0").write_text("NVIDIA H200")
+    monkeypatch.setattr(costs_lib, "_GPU_PLACES", (str(tmp_path),))
+    analysis = kerasbatch.analyze(lengths, backend="torch", epochs=1, verbose=0)
+    assert analysis.device == "gpu" and str(tmp_path) in analysis.device_reason
+    assert f"on a GPU ({analysis.device_reason})" in analysis.recommendation()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    analysis = kerasbatch.analyze(lengths, backend="torch", epochs=1, verbose=0)
+    assert analysis.device == "cpu"
+    assert "CUDA_VISIBLE_DEVICES hides" in analysis.device_reason
+    with pytest.raises(ValueError, match=r"device must be one of \('cpu', 'gpu'\)"):
+        kerasbatch.analyze(lengths, backend="torch", device="tpu")
 
-    def run(backend, seconds):
+
+def test_the_compile_column_shows_only_where_shapes_compile():
+    lengths = workload("bimodal", 500)
+
+    def run(backend, device, seconds=None):
         return kerasbatch.analyze(
             lengths,
-            batch_size=16,
             epochs=2,
             backend=backend,
+            device=device,
             compile_seconds_per_shape=seconds,
             num_buckets=(4, 8),
             verbose=0,
         )
 
-    # Compiles count on JAX only.
-    jax_slow, jax_free = run("jax", 100.0), run("jax", 0.0)
-    assert jax_slow.rows[1].estimated_seconds > jax_free.rows[1].estimated_seconds
     for backend in ("torch", "tensorflow"):
-        slow, free = run(backend, 100.0), run(backend, 0.0)
-        assert [r.estimated_seconds for r in slow.rows] == [
-            r.estimated_seconds for r in free.rows
-        ]
-        assert slow.rows[1].compile_seconds == 100.0 * (
-            slow.rows[1].distinct_shapes + slow.rows[1].new_shapes_later
+        analysis = run(backend, "cpu")
+        header = analysis.table().splitlines()[0]
+        assert "compile" not in header and header.endswith("est. s")
+        assert "which compiles no shape" in analysis.table()
+        assert "(no compiles)" in analysis.recommendation()
+        assert {row.compile_seconds for row in analysis.rows} == {None}
+        assert {row.to_dict()["compile_seconds"] for row in analysis.rows} == {None}
+    jax = run("jax", "cpu")
+    assert "compile s" in jax.table().splitlines()[0]
+    per_shape = BACKEND_COSTS["jax"]["cpu"].seconds_per_shape
+    assert f"shapes of all epochs x {per_shape:g} s" in jax.table()
+    # Seconds per shape given: shapes cost that, on any backend (0: nothing).
+    slow, free = run("torch", "cpu", 100.0), run("jax", "cpu", 0.0)
+    assert "compile s" in slow.table() and "compile s" not in free.table()
+    for row, cpu in zip(slow.rows, run("torch", "cpu").rows, strict=True):
+        shapes = row.distinct_shapes + row.new_shapes_later
+        assert row.compile_seconds == 100.0 * shapes
+        assert row.estimated_seconds == pytest.approx(
+            cpu.estimated_seconds + 100.0 * shapes
         )
-    # torch: per-step overhead rules, so the fewest steps win.
-    torch = run("torch", 6.5)
-    unpacked = [row for row in torch.rows if not row.packed]
-    assert torch.recommended_unpacked.steps_per_epoch == min(
-        row.steps_per_epoch for row in unpacked
-    )
-    assert "max_tokens" in torch.recommended_unpacked.arguments
-    # tensorflow without XLA: padding dominates and shapes cost nothing, so
-    # it takes more buckets (less padding) than JAX, which pays compiles.
-    tensorflow, jax = run("tensorflow", 6.5), run("jax", 6.5)
-    assert (
-        tensorflow.recommended_unpacked.padding_efficiency
-        > jax.recommended_unpacked.padding_efficiency
-    )
 
 
 def test_a_measured_compile_cost_replaces_the_defaults(data):
@@ -211,9 +351,8 @@ def test_a_measured_compile_cost_replaces_the_defaults(data):
     )
     assert analysis.costs.seconds_per_position == 1e-6
     assert analysis.costs.compiles
+    assert "measured on your hardware with your model (a CompileCost)" in str(analysis)
     for row in analysis.rows:
-        if row.packed:
-            continue
         builder = row.make_builder()
         builder.adapt(data[2])
         estimate = cost.estimate(builder)  # the tuner's estimate, the same
@@ -267,13 +406,77 @@ def test_three_input_kinds_give_the_same_lengths(data, tmp_path):
         read_lengths(records_dir, features=["label"])
 
 
+TEXT = "Apache License\n\n  Version 2.0, January 2004  \r\nnaïve café\n   \n"
+
+
+@pytest.mark.parametrize(
+    ("tokens", "expected"),
+    [("words", [2, 4, 2]), ("chars", [14, 29, 10]), ("bytes", [14, 29, 12])],
+)
+def test_text_lines_are_counted_in_words_chars_or_bytes(tmp_path, tokens, expected):
+    path = tmp_path / "LICENSE"  # any text file: a sequence per non-blank line
+    path.write_bytes(TEXT.encode("utf-8"))
+    assert read_lengths(path, tokens=tokens).tolist() == expected
+    lines = ["Apache License", "  Version 2.0, January 2004  ", "naïve café"]
+    assert read_lengths(lines, tokens=tokens).tolist() == expected
+    analysis = kerasbatch.analyze(
+        path, tokens=tokens, backend="torch", device="cpu", epochs=1, verbose=0
+    )
+    assert analysis.lengths.tolist() == expected
+
+
+def test_a_tokenizer_counts_the_tokens_of_each_line(tmp_path):
+    path = tmp_path / "sentences.md"
+    path.write_text(TEXT, encoding="utf-8")
+    seen = []
+
+    def tokenizer(line):
+        seen.append(line)
+        return [ord(char) for char in line.strip()]
+
+    analysis = kerasbatch.analyze(
+        path, tokenizer=tokenizer, backend="jax", device="cpu", epochs=1, verbose=0
+    )
+    assert analysis.lengths.tolist() == [14, 25, 10]
+    assert seen == ["Apache License", "  Version 2.0, January 2004  ", "naïve café"]
+    with pytest.raises(TypeError, match="tokenizer must return a line's tokens"):
+        read_lengths(path, tokenizer=lambda line: 3)
+    with pytest.raises(ValueError, match="Give tokens or tokenizer, not both"):
+        read_lengths(path, tokens="words", tokenizer=tokenizer)
+
+
+def test_text_without_tokens_says_how_to_count_them(tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_text("Apache License\nVersion 2.0\n", encoding="utf-8")
+    with pytest.raises(
+        ValueError,
+        match=r"lines.txt, line 1: 'Apache License' is not an integer length; to "
+        r"count the tokens of lines of text, give tokens='words', 'chars' or "
+        r"'bytes' \(--tokens\)\.",
+    ):
+        read_lengths(path)
+    with pytest.raises(ValueError, match="lengths is a list of str: give tokens="):
+        read_lengths(["Apache License"])
+    with pytest.raises(ValueError, match="tokens must be one of"):
+        read_lengths(path, tokens="sentences")
+    np.save(tmp_path / "lengths.npy", np.array([3, 4]))
+    with pytest.raises(ValueError, match="lengths.npy is a .npy file of lengths"):
+        read_lengths(tmp_path / "lengths.npy", tokens="words")
+    (tmp_path / "blank.txt").write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"blank.txt holds no text"):
+        read_lengths(tmp_path / "blank.txt", tokens="chars")
+    (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.txt is not UTF-8 text \(byte 3"):
+        read_lengths(tmp_path / "latin1.txt", tokens="chars")
+
+
 @pytest.mark.parametrize(
     ("make_source", "error", "match"),
     [
         (
             lambda tmp: tmp / "missing.npy",
             FileNotFoundError,
-            "missing.npy does not exist",
+            "missing.npy does not exist: give a .npy or .txt file",
         ),
         (lambda tmp: np.array([], np.int64), ValueError, "lengths is empty"),
         (lambda tmp: [], ValueError, "lengths is empty"),
@@ -285,6 +488,12 @@ def test_three_input_kinds_give_the_same_lengths(data, tmp_path):
         ),
         (lambda tmp: np.array([1.5, 2.0]), ValueError, "integer-valued"),
         (lambda tmp: np.ones((2, 3), np.int64), ValueError, "1-D"),
+        (
+            lambda tmp: np.array([3, 10**12]),
+            ValueError,
+            r"lengths\[1\] = 1000000000000 is beyond the longest length "
+            r"kerasbatch plans \(2147483647\)",
+        ),
     ],
 )
 def test_bad_lengths_say_what_is_wrong(tmp_path, make_source, error, match):
@@ -302,6 +511,9 @@ def test_bad_files_name_the_file_and_line(tmp_path):
     text.write_text("12\n-3\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"lengths.txt: .*lengths\[1\] = -3"):
         kerasbatch.analyze(text, backend="jax", verbose=0)
+    text.write_text("12\n2000000000000\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"lengths.txt: lengths\[1\] = 2000000000000"):
+        kerasbatch.analyze(text, backend="jax", verbose=0)
     text.write_text("\n", encoding="utf-8")
     with pytest.raises(ValueError, match="lengths.txt: lengths is empty"):
         kerasbatch.analyze(text, backend="jax", verbose=0)
@@ -313,6 +525,8 @@ def test_bad_files_name_the_file_and_line(tmp_path):
     empty_dir.mkdir()
     with pytest.raises(FileNotFoundError, match="records has no __manifest__.json"):
         kerasbatch.analyze(empty_dir, backend="jax", verbose=0)
+    with pytest.raises(ValueError, match="records is a TFRecord dataset: tokens"):
+        kerasbatch.analyze(empty_dir, backend="jax", tokens="words", verbose=0)
 
 
 def test_bad_settings_say_what_is_wrong():
@@ -329,13 +543,18 @@ def test_bad_settings_say_what_is_wrong():
     with pytest.raises(
         ValueError, match="sequence_length=32 is shorter than the longest"
     ):
-        kerasbatch.analyze(lengths, backend="jax", sequence_length=32)
+        kerasbatch.analyze(lengths, backend="jax", sequence_length=[64, 32])
     with pytest.raises(ValueError, match="epochs must be a positive int, got 0"):
         kerasbatch.analyze(lengths, backend="jax", epochs=0)
     with pytest.raises(ValueError, match="compile_seconds_per_shape must be"):
         kerasbatch.analyze(lengths, backend="jax", compile_seconds_per_shape=-1)
     with pytest.raises(ValueError, match="features applies to a TFRecord"):
         kerasbatch.analyze(lengths, backend="jax", features=["x"])
+    given = kerasbatch.analyze(
+        lengths, backend="jax", sequence_length=[128, 64, 128], verbose=0
+    )
+    assert given.sequence_lengths == (64, 128)
+    assert [row.name for row in given.rows if row.packed] == ["packed 64", "packed 128"]
 
 
 def test_the_report_and_its_parts(analysis, tmp_path):
@@ -344,15 +563,20 @@ def test_the_report_and_its_parts(analysis, tmp_path):
     assert "█" in analysis.histogram()
     table = analysis.table()
     assert table.splitlines()[0].split()[:3] == ["strategy", "pad.", "eff."]
-    assert "packed 128 *" in table and "+" in table
+    best = analysis.recommended.name
+    assert f"{best} *" in table and "+" in table
     recommendation = analysis.recommendation()
-    assert "Recommended on jax, 3 epochs: packed 128" in recommendation
+    assert f"Recommended for jax on a GPU, 3 epochs: {best}" in recommendation
     assert f"builder = {analysis.recommended.builder_line}" in recommendation
     assert f"builder = {analysis.recommended_unpacked.builder_line}" in recommendation
     assert "packed_segment_ids" in recommendation
-    assert repr(analysis).startswith("Analysis(300 sequences, 7 strategies")
+    assert repr(analysis).startswith(
+        f"Analysis(300 sequences, {len(analysis.rows)} strategies, backend='jax', "
+        "device='gpu'"
+    )
     as_dict = json.loads(json.dumps(analysis.to_dict()))
-    assert as_dict["recommended"] == "packed 128"
+    assert as_dict["recommended"] == best
+    assert as_dict["device"] == "gpu"
     assert sum(as_dict["histogram"]["counts"]) == 300
     assert (
         as_dict["rows"][0]["builder_line"] == "kerasbatch.PaddedBuilder(batch_size=16)"
@@ -361,6 +585,10 @@ def test_the_report_and_its_parts(analysis, tmp_path):
     figure = analysis.plot(str(path))
     assert path.read_bytes()[:8] == PNG_MAGIC
     assert len(figure.axes) == 2
+    with pytest.raises(
+        FileNotFoundError, match="Cannot write the plot to .*: the folder .* does not"
+    ):
+        analysis.plot(str(tmp_path / "missing" / "analysis.png"))
 
 
 def test_bucket_rows_with_the_same_boundaries_are_left_out():
@@ -370,13 +598,16 @@ def test_bucket_rows_with_the_same_boundaries_are_left_out():
         batch_size=2,
         epochs=1,
         backend="tensorflow",
+        device="cpu",
         num_buckets=(4, 8),
         verbose=0,
     )
     assert [row.name for row in analysis.rows] == [
         "padded",
         "sorted",
+        "buckets 1",
         "buckets 4",
+        "buckets 1, tokens",
         "buckets 4, tokens",
         "packed 64",
     ]
@@ -393,19 +624,20 @@ def test_the_command_in_process(tmp_path, capsys, data):
             "2",
             "--backend",
             "torch",
+            "--device",
+            "cpu",
             "--buckets",
             "4,8",
             "--batch-size",
             "16",
+            "--sequence-length",
+            "128,256",
         ]
     )
     result = json.loads(capsys.readouterr().out)
     assert result["backend"] == "torch" and result["epochs"] == 2
-    assert len(result["rows"]) == 7
-    with pytest.raises(SystemExit) as exit_info:
-        main(["analyze", str(tmp_path / "missing.npy")])
-    assert exit_info.value.code == 2
-    assert "missing.npy does not exist" in capsys.readouterr().err
+    assert result["device"] == "cpu" and result["sequence_lengths"] == [128, 256]
+    assert len(result["rows"]) == 10
     with pytest.raises(SystemExit):
         main(["analyze", str(tmp_path / "lengths.npy"), "--backend", "mxnet"])
     assert "invalid choice: 'mxnet'" in capsys.readouterr().err
@@ -414,42 +646,122 @@ def test_the_command_in_process(tmp_path, capsys, data):
     assert "--buckets must be comma-separated ints" in capsys.readouterr().err
 
 
-def test_the_command_end_to_end(tmp_path, data):
-    np.save(tmp_path / "lengths.npy", data[2])
-    plot = tmp_path / "out.png"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kerasbatch",
-            "analyze",
-            str(tmp_path / "lengths.npy"),
-            "--plot",
-            str(plot),
-            "--epochs",
-            "2",
-            "--backend",
-            "jax",
-            "--buckets",
-            "4,8",
-        ],
+def run_command(*arguments, env=None):
+    """`python -m kerasbatch analyze ...` as a user runs it (the command sets
+    the log level itself)."""
+    return subprocess.run(
+        [sys.executable, "-m", "kerasbatch", "analyze", *map(str, arguments)],
         capture_output=True,
         text=True,
         timeout=300,
-        env={  # as a user runs it: the command sets the log level itself
+        env={
             **{k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"},
             "PYTHONIOENCODING": "utf-8",
+            **(env or {}),
         },
+    )
+
+
+def test_the_command_end_to_end(tmp_path, data):
+    np.save(tmp_path / "lengths.npy", data[2])
+    plot = tmp_path / "out.png"
+    result = run_command(
+        tmp_path / "lengths.npy",
+        "--plot",
+        plot,
+        "--epochs",
+        "2",
+        "--backend",
+        "jax",
+        "--device",
+        "gpu",
+        "--buckets",
+        "4,8",
     )
     assert result.returncode == 0, result.stderr
     assert "strategy" in result.stdout and "pad. eff." in result.stdout
-    assert "Recommended on jax, 2 epochs: packed 128" in result.stdout
-    assert "builder = kerasbatch.PackedBuilder(128" in result.stdout
+    assert "Recommended for jax on a GPU, 2 epochs: packed" in result.stdout
+    assert "builder = kerasbatch.PackedBuilder(" in result.stdout
     assert "Without packing:" in result.stdout
     assert plot.read_bytes()[:8] == PNG_MAGIC
-    # TensorFlow's native log lines of its import are held back.
-    assert "absl::InitializeLog" not in result.stderr
-    assert "I0000" not in result.stderr and "cuInit" not in result.stderr
+    assert result.stderr == ""
+
+
+def test_command_errors_are_one_sentence_and_exit_code_2(tmp_path):
+    np.save(tmp_path / "lengths.npy", np.array([3, 5, 8]))
+    np.save(tmp_path / "huge.npy", np.array([3.0, 1e12]))
+    (tmp_path / "empty.txt").write_text("\n", encoding="utf-8")
+    (tmp_path / "LICENSE").write_text("Apache License\n", encoding="utf-8")
+    (tmp_path / "LICENSE.txt").write_text("Apache License\n", encoding="utf-8")
+    cases = [
+        (
+            [tmp_path / "lengths.npy", "--plot", tmp_path / "no" / "such" / "a.png"],
+            f"Cannot write the plot to {tmp_path / 'no' / 'such' / 'a.png'}: the "
+            f"folder {tmp_path / 'no' / 'such'} does not exist.",
+        ),
+        (
+            [tmp_path / "huge.npy"],
+            f"{tmp_path / 'huge.npy'}: lengths[1] = 1000000000000 is beyond the "
+            "longest length kerasbatch plans (2147483647).",
+        ),
+        (
+            [tmp_path / "missing.npy"],
+            f"{tmp_path / 'missing.npy'} does not exist: give a .npy or .txt file "
+            "of lengths, a text file with tokens, or a TFRecord dataset's "
+            "directory.",
+        ),
+        (
+            [tmp_path / "empty.txt"],
+            f"{tmp_path / 'empty.txt'}: lengths is empty; need at least one length.",
+        ),
+        (
+            [tmp_path / "empty.txt", "--tokens", "words"],
+            f"{tmp_path / 'empty.txt'} holds no text (every line is blank).",
+        ),
+        (
+            [tmp_path / "LICENSE.txt"],
+            f"{tmp_path / 'LICENSE.txt'}, line 1: 'Apache License' is not an "
+            "integer length; to count the tokens of lines of text, give "
+            "tokens='words', 'chars' or 'bytes' (--tokens).",
+        ),
+        (
+            [tmp_path / "lengths.npy", "--sequence-length", "4"],
+            "sequence_length=4 is shorter than the longest sequence (8): packed "
+            "rows must hold every sequence; give sequence_length >= 8.",
+        ),
+    ]
+    for arguments, message in cases:
+        result = run_command(*arguments, "--backend", "jax")
+        assert result.returncode == 2, (arguments, result.stderr)
+        assert result.stderr == f"kerasbatch analyze: error: {message}\n", arguments
+        assert not re.search(r"\.\s+[A-Z]", message), message  # one sentence
+    words = run_command(tmp_path / "LICENSE", "--tokens", "words", "--json")
+    assert words.returncode == 0, words.stderr
+    assert json.loads(words.stdout)["summary"]["sequences"] == 1
+
+
+def test_a_tfrecord_dataset_without_tensorflow_is_one_sentence(tmp_path):
+    write_dataset(tmp_path / "records", [{"tokens": np.arange(1, 4)}])
+    blocked = (
+        "import sys\n"
+        "sys.modules['tensorflow'] = None  # as if it were not installed\n"
+        "sys.argv = ['kerasbatch']\n"
+        "from kerasbatch.__main__ import main\n"
+        f"main(['analyze', {str(tmp_path / 'records')!r}, '--backend', 'jax'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", blocked], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(
+        f"kerasbatch analyze: error: Reading the TFRecord dataset in "
+        f"{tmp_path / 'records'} needs TensorFlow and Keras, which could not be "
+        "imported ("
+    )
+    assert result.stderr.endswith(
+        "): install them, or give a .npy or .txt file of lengths.\n"
+    )
+    assert result.stderr.count("\n") == 1
 
 
 def test_native_log_lines_are_told_apart():

@@ -1,8 +1,9 @@
 """The `kerasbatch` command starts fast and quietly; the package's import order.
 
-`--help` and `--version` must not import TensorFlow or Keras (seconds, and
-native log lines); `import kerasbatch` must import Keras before TensorFlow,
-since TensorFlow first crashes Keras on torch where triton is installed.
+`--help`, `--version` and `analyze` must not import TensorFlow or Keras
+(seconds, and native log lines); `import kerasbatch` must import Keras
+before TensorFlow, since TensorFlow first crashes Keras on torch where
+triton is installed.
 """
 
 import importlib.util
@@ -108,6 +109,49 @@ def test_a_plain_import_registers_everything_and_the_command_defers_it():
         check=True,
     ).stdout.split("\n")
     assert command[:3] == ["False False", "BucketBuilder kerasbatch.analysis", "True"]
+
+
+#: Runs `kerasbatch analyze` as the console script does (the package defers
+#: Keras), then prints the heavy packages it imported and how long it took.
+ANALYZE = """
+import json, sys, time
+sys.argv = ["kerasbatch"]
+start = time.perf_counter()
+from kerasbatch.__main__ import main
+main(["analyze", {path!r}, "--json", "--epochs", "2"])
+seconds = time.perf_counter() - start
+print(json.dumps({{"imported": [m for m in {heavy!r} if m in sys.modules],
+                   "seconds": seconds}}))
+"""
+
+
+def test_analyze_imports_neither_keras_nor_tensorflow(tmp_path):
+    import numpy as np
+
+    np.save(tmp_path / "lengths.npy", np.arange(1, 2000) % 300 + 1)
+    keras_home = tmp_path / "keras_home"
+    keras_home.mkdir()
+    (keras_home / "keras.json").write_text('{"backend": "jax"}')
+    environment = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            ANALYZE.format(path=str(tmp_path / "lengths.npy"), heavy=HEAVY),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**environment, "KERAS_HOME": str(keras_home)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    *report, last = result.stdout.strip().splitlines()
+    found = json.loads(last)
+    assert found["imported"] == [], found  # planning is NumPy
+    # Keras' backend, read from its keras.json without importing Keras.
+    assert json.loads("\n".join(report))["backend"] == "jax"
+    assert found["seconds"] < SECONDS
 
 
 RECORD_ORDER = """
