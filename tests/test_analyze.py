@@ -2,7 +2,9 @@
 
 import json
 import os
+import pathlib
 import re
+import shlex
 import subprocess
 import sys
 
@@ -18,6 +20,7 @@ from kerasbatch.lengths import read_lengths
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NUM_EPOCHS = 3
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
 def make_data(num_elements=300, seed=0):
@@ -762,6 +765,56 @@ def test_a_tfrecord_dataset_without_tensorflow_is_one_sentence(tmp_path):
         "): install them, or give a .npy or .txt file of lengths.\n"
     )
     assert result.stderr.count("\n") == 1
+
+
+def readme_section():
+    text = README.read_text(encoding="utf-8")
+    start = text.index("## Analyze your lengths before training")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_the_readme_shows_what_the_command_prints(tmp_path):
+    command, output = re.findall(r"```\n(.*?)```", readme_section(), re.S)[:2]
+    arguments = shlex.split(command)
+    assert arguments[:5] == ["python", "-m", "kerasbatch", "analyze", "lengths.npy"]
+    plot = arguments.index("--plot")
+    del arguments[plot : plot + 2]
+    lengths = np.random.default_rng(0).lognormal(3.5, 0.7, 20_000).astype(int)
+    np.save(tmp_path / "lengths.npy", np.clip(lengths, 1, 512))  # lognormal
+    result = run_command(tmp_path / "lengths.npy", *arguments[5:])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == output
+
+
+def test_the_readme_shows_the_costs():
+    rows = [
+        line.split("|")[1:-1]
+        for line in readme_section().splitlines()
+        if re.match(r"\| `\w+`, `\w+` \|", line)
+    ]
+    assert len(rows) == 6
+
+    def seconds(cell):
+        number = re.match(r"\s*([\d.e-]+) (ms|s)\s*$", cell)
+        if number is None:
+            assert cell.strip() in ("", "0", "none"), cell
+            return 0.0
+        return float(number[1]) / (1000 if number[2] == "ms" else 1)
+
+    for first, *cells, _ in rows:
+        backend, device = re.findall(r"`(\w+)`", first)
+        costs = BACKEND_COSTS[backend].get(device)
+        figures = [seconds(cell) for cell in cells]
+        if costs is None:
+            assert figures == [0.0] * 4, (backend, device)
+            continue
+        expected = [
+            costs.seconds_per_position,
+            costs.seconds_per_position_pair,
+            costs.seconds_per_step,
+            costs.seconds_per_shape,
+        ]
+        assert figures == pytest.approx(expected, rel=0.01), (backend, device)
 
 
 def test_native_log_lines_are_told_apart():
