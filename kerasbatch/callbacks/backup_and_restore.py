@@ -11,6 +11,11 @@ from kerasbatch.builders.serving import builder_of, built_dataset
 
 POSITION_FILE = "data_position.json"
 
+#: The warning of Keras' epoch iterator (`keras.src.trainers.epoch_iterator`)
+#: when a dataset ends before the number of batches Keras expects.
+RAN_OUT_OF_DATA = "Your input ran out of data"
+EPOCH_ITERATOR = r"keras\.src\.trainers\.epoch_iterator"
+
 
 class BackupAndRestore(keras.callbacks.BackupAndRestore):
     """`keras.callbacks.BackupAndRestore` that also saves where the data is.
@@ -23,14 +28,11 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     continues at the next batch: the resumed run trains on exactly the
     batches the uninterrupted run would have, with the weights it had.
 
-    - `engine="python"` datasets resume in the same `fit`: the interrupted
-      epoch runs its remaining batches (Keras warns once that the input
-      "ran out of data": that epoch is shorter), the next ones run whole.
-    - `engine="grain"` datasets: Keras learns a Grain dataset's length
-      from the first epoch of a `fit`, so the shorter resumed epoch would
-      shorten every later one. The `fit` that resumes mid-epoch stops at
-      the end of that epoch (with a warning that says so, and a backup);
-      call `fit` again to go on (see the example).
+    - `engine="python"` and `engine="grain"` datasets resume in the same
+      `fit`: the interrupted epoch runs its remaining batches, the next
+      ones run whole, up to `epochs`. (Keras ends the shorter epoch when
+      the dataset has no more batches; this callback keeps Keras from
+      warning then that the input "ran out of data", which it did not.)
     - `tf.data` datasets resume at epoch boundaries only (as Keras'
       callback does); a `tf.train.Checkpoint` of the iterator keeps the
       position of a custom loop.
@@ -64,12 +66,12 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     >>> model.compile("sgd", "mse")
     >>> backup = kerasbatch.callbacks.BackupAndRestore(
     ...     tempfile.mkdtemp(), dataset=train, save_freq=2)
-    >>> done = False
-    >>> while not done:  # one fit, or with Grain one more after a restart
-    ...     history = model.fit(train, epochs=2, callbacks=[backup], verbose=0)
-    ...     done = not backup.stopped_to_resume
+    >>> history = model.fit(train, epochs=2, callbacks=[backup], verbose=0)
     >>> len(history.history["loss"])
     2
+
+    After a restart, the same `fit` call restores the backup and trains on
+    from the next batch to the last epoch.
     """
 
     def __init__(
@@ -104,14 +106,12 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         self._built = built  # the dataset build() returned
         self._served = builder_of(built)
         self._position_path = os.path.join(backup_dir, POSITION_FILE)
-        #: Whether the latest `fit` stopped at the end of an epoch resumed
-        #: mid-epoch (Grain datasets), so that another `fit` goes on.
-        self.stopped_to_resume = False
         self._trained = 0  # batches of the running epoch trained
         self._resumed_at = 0  # the batch the running epoch resumed at
+        self._running_epoch = 0  # fit's epoch now running
+        self._quiet = None  # the warnings filter of a resumed epoch
 
     def on_train_begin(self, logs=None):
-        self.stopped_to_resume = False
         super().on_train_begin(logs)
         self._resumed_at = 0
         if not os.path.exists(self._position_path):
@@ -129,30 +129,62 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     def on_epoch_begin(self, epoch, logs=None):
         # Keras' callback counts epochs from its own end-of-epoch calls,
         # which a resumed run has not made yet: keep its count with fit's.
-        self._current_epoch = epoch
+        self._current_epoch = self._running_epoch = epoch
         self._trained = self._resumed_at
+        if self._resumed_at:
+            self._quiet_ran_out_of_data()
         super().on_epoch_begin(epoch, logs)
 
     def on_train_batch_end(self, batch, logs=None):
         self._trained = self._resumed_at + batch + 1
+        if self._trained >= len(self._built):
+            # A backup of the epoch's last batch ends the epoch: Keras' own
+            # record must say so too (it moves on at its `on_epoch_end`), or
+            # a restart would run this epoch's number again.
+            self._current_epoch = self._running_epoch + 1
         super().on_train_batch_end(batch, logs)
 
+    def on_test_begin(self, logs=None):
+        self._loud_again()  # the resumed epoch's training ended
+        super().on_test_begin(logs)
+
     def on_epoch_end(self, epoch, logs=None):
+        self._loud_again()
         self._trained = len(self._built)
-        resumed, self._resumed_at = self._resumed_at, 0
+        self._resumed_at = 0
         super().on_epoch_end(epoch, logs)
-        if resumed and _is_grain(self.dataset):
-            if self.save_freq != "epoch":
-                self._save_model()  # the boundary, for the next fit
-            self.stopped_to_resume = True
-            self.model.stop_training = True
-            warnings.warn(
-                f"BackupAndRestore resumed epoch {epoch} at batch {resumed} and "
-                "stops this fit at its end: Keras takes the length of a Grain "
-                "dataset from the first epoch of a fit, and this one was "
-                "shorter. Call fit again to go on.",
-                stacklevel=2,
-            )
+
+    def _quiet_ran_out_of_data(self):
+        """Keeps Keras from warning, at the end of the resumed epoch, that
+        the input "ran out of data; interrupting training": Keras ends an
+        epoch when the dataset has no more batches (and keeps the length it
+        knows for the next epochs), and the resumed epoch has no more. The
+        filter holds that one message of Keras' epoch iterator, from the
+        resumed epoch's first batch to its last."""
+        if self._quiet is not None:
+            return
+        filters = warnings.filters
+        before = list(filters)
+        warnings.filterwarnings(
+            "ignore",
+            message=RAN_OUT_OF_DATA,
+            category=UserWarning,
+            module=EPOCH_ITERATOR,
+        )
+        if filters[0] in before:  # the same filter of the user's: theirs
+            filters[:] = before
+            return
+        self._quiet = (filters, filters[0])
+
+    def _loud_again(self):
+        """Removes the filter of `_quiet_ran_out_of_data`, if it is set."""
+        if self._quiet is None:
+            return
+        (filters, quiet), self._quiet = self._quiet, None
+        # From the list it was put in, and the one in use now (another, in
+        # a `warnings.catch_warnings()` block).
+        for in_use in (filters, warnings.filters):
+            in_use[:] = [item for item in in_use if item is not quiet]
 
     def _save_model(self):
         super()._save_model()
@@ -164,11 +196,10 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
             json.dump(position, file)
 
     def on_train_end(self, logs=None):
-        finished = not self.stopped_to_resume
-        if finished and self.delete_checkpoint and os.path.exists(self._position_path):
+        self._loud_again()
+        if self.delete_checkpoint and os.path.exists(self._position_path):
             os.remove(self._position_path)
-        if finished:
-            super().on_train_end(logs)
+        super().on_train_end(logs)
 
     def __deepcopy__(self, memo):
         return type(self)(
@@ -178,10 +209,3 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
             self.double_checkpoint,
             self.delete_checkpoint,
         )
-
-
-def _is_grain(dataset):
-    from kerasbatch import optional
-
-    grain = optional.imported("grain")
-    return grain is not None and isinstance(dataset, grain.IterDataset)

@@ -15,7 +15,7 @@ after a restart, mid-epoch).
 """
 
 from kerasbatch import optional
-from kerasbatch.engines import numpy_batches
+from kerasbatch.engines import grain_lengths, numpy_batches
 from kerasbatch.engines.epoch_state import checked_state
 
 # This module is imported only by `build(..., engine="grain")`: Grain is
@@ -44,12 +44,13 @@ class PlannedIterator(grain.DatasetIterator):
             dataset._state.assign(self._epoch)
             dataset._state.start()
         if self._batch >= dataset._batches.num_batches:
-            if self._batch == dataset._batches.num_batches:
-                dataset._state.finish(self._epoch)
-                self._batch += 1  # finished once
             raise StopIteration
         batch = dataset._batches.batch(self._epoch, self._batch)
         self._batch += 1
+        if self._batch == dataset._batches.num_batches and not dataset.keras_looks:
+            # The last batch: Keras, which knows the length (see
+            # `grain_lengths`), asks for no more.
+            dataset._state.finish(self._epoch)
         return batch
 
     def get_state(self):
@@ -88,6 +89,9 @@ class PlannedIterDataset(grain.IterDataset):
         self._batches = numpy_batches.PlannedBatches(served)
         self._state = served._state
         self._resume = None
+        #: Keras' looks at the first batches under way (`grain_lengths`).
+        self.keras_looks = 0
+        grain_lengths.install()  # Keras takes len() as the epoch's length
 
     def __len__(self):
         return self._batches.num_batches
@@ -117,18 +121,30 @@ class StreamIterator(grain.DatasetIterator):
         super().__init__()
         self._dataset = dataset
         self._epoch = self._batches = None
+        self._made = 0
 
     def __next__(self):
         stream = self._dataset._stream
         if self._batches is None:
             self._epoch, self._batches = stream.start()
         try:
-            return next(self._batches)
+            batch = next(self._batches)
         except StopIteration:
-            if self._epoch is not None:
-                stream.finish(self._epoch)
-                self._epoch = None  # finished once
+            self._finish()
             raise
+        self._made += 1
+        if self._made == stream.num_batches and not self._dataset.keras_looks:
+            # The last batch of a known number: Keras asks for no more (see
+            # `grain_lengths`), so the pass ends here, with the checks at
+            # the source's end.
+            next(self._batches, None)
+            self._finish()
+        return batch
+
+    def _finish(self):
+        if self._epoch is not None and not self._dataset.keras_looks:
+            self._dataset._stream.finish(self._epoch)
+            self._epoch = None  # finished once
 
     def get_state(self):
         raise NotImplementedError(_NO_STREAM_STATE)
@@ -175,6 +191,9 @@ class StreamDataset(grain.IterDataset):
 
         super().__init__()
         self._stream = numpy_stream.StreamBatches(served, source)
+        #: Keras' looks at the first batches under way (`grain_lengths`).
+        self.keras_looks = 0
+        grain_lengths.install()  # Keras takes len(), where it is known
 
     def __len__(self):
         if self._stream.num_batches is None:

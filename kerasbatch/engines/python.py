@@ -152,6 +152,11 @@ class PlannedPyDataset(_NotAnArray, keras.utils.PyDataset):
         return self._batches.num_batches
 
     def __getitem__(self, index):
+        if self._keras_calls == self._batches.num_batches:
+            # Keras took every batch of its epoch and never ended it (an
+            # exception in a callback stopped its fit): this call is not in
+            # that epoch (on TensorFlow, the next fit's look at a batch).
+            self._keras_calls = None
         in_keras_epoch = self._keras_calls is not None
         if in_keras_epoch:  # in the plan's order (see above)
             index, self._keras_calls = self._keras_calls, self._keras_calls + 1

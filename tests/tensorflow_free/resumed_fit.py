@@ -5,18 +5,21 @@
                                                   after step KILL_AT of
                                                   epoch 1
     python resumed_fit.py ENGINE DIR resumed      the same fit again: it
-                                                  restores the backup
+                                                  restores the backup and
+                                                  trains to the last epoch
 
 Every run trains a tiny model with `kerasbatch.callbacks.BackupAndRestore`
 (a backup every `SAVE_EVERY` batches) and appends the tokens of every batch
 it trains to `DIR/<phase>.jsonl`, flushed as it goes; at the end it writes
-the weights to `DIR/<phase>.npz`. Imports no TensorFlow.
+the weights, the epochs the fit ran and the number of "ran out of data"
+warnings Keras gave to `DIR/<phase>.npz`. Imports no TensorFlow.
 """
 
 import json
 import os
 import signal
 import sys
+import warnings
 
 import keras
 import numpy as np
@@ -64,15 +67,18 @@ def main(engine, directory, phase):
         os.path.join(directory, "backup"), dataset=train, save_freq=SAVE_EVERY
     )
     kill_at = (1, KILL_AT) if phase == "interrupted" else None
-    fits = 0
-    while True:
-        log = Log(os.path.join(directory, f"{phase}.jsonl"), kill_at)
-        model.fit(train, epochs=EPOCHS, callbacks=[backup, log], verbose=0)
-        fits += 1
-        if not backup.stopped_to_resume:
-            break
+    log = Log(os.path.join(directory, f"{phase}.jsonl"), kill_at)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        history = model.fit(train, epochs=EPOCHS, callbacks=[backup, log], verbose=0)
+    ran_out = [str(w.message) for w in caught if "ran out of data" in str(w.message)]
     weights = {f"w{i}": w for i, w in enumerate(model.get_weights())}
-    np.savez(os.path.join(directory, f"{phase}.npz"), fits=fits, **weights)
+    np.savez(
+        os.path.join(directory, f"{phase}.npz"),
+        epochs=len(history.epoch),
+        ran_out=len(ran_out),
+        **weights,
+    )
 
 
 if __name__ == "__main__":

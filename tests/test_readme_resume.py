@@ -1,0 +1,166 @@
+"""The README's Engines example, run as a script on JAX and Grain, killed
+mid-epoch and run again: its one `fit` resumes at the batch after the last
+backup and trains to the last epoch, with exactly the batches and final
+weights of an uninterrupted run, and no warning.
+
+The example runs unchanged, through `runpy`, in a subprocess whose
+`keras.Model.fit` adds a callback that logs each trained batch (and kills
+the process at a given batch) and saves the final weights; `train_step`
+hands each batch's values to it from inside JAX's compiled step
+(`jax.debug.callback`).
+"""
+
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+SECTION = "## Engines: tf.data, Grain or Python"
+KILL_AT = (3, 5)  # (epoch, batch), a few batches after a backup
+
+pytestmark = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in ("jax", "grain")),
+    reason="the example runs on JAX and Grain",
+)
+
+RUNNER = """
+import json
+import os
+import runpy
+import signal
+import sys
+import warnings
+
+import jax
+import keras
+import numpy as np
+
+example, log_path, kill_at = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+warnings.simplefilter("always")  # every warning Keras gives, on stderr
+keras.utils.set_random_seed(0)  # the same first weights in every run
+trained = []  # the token ids of every batch train_step takes
+
+
+class Log(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        jax.effects_barrier()  # the step's callback has run
+        with open(log_path, "a") as file:
+            record = {"epoch": self.epoch, "batch": batch, "x": trained[-1]}
+            file.write(json.dumps(record) + "\\n")
+        if kill_at == [self.epoch, batch]:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+keras_train_step = keras.Model.train_step
+keras_fit = keras.Model.fit
+
+
+def record(x):
+    trained.append(np.asarray(x).tolist())
+
+
+def train_step(self, state, data):
+    jax.debug.callback(record, data[0], ordered=True)
+    return keras_train_step(self, state, data)
+
+
+def fit(self, *arguments, callbacks=(), **options):
+    history = keras_fit(self, *arguments, callbacks=[*callbacks, Log()], **options)
+    weights = {f"w{i}": w for i, w in enumerate(self.get_weights())}
+    np.savez(log_path + ".npz", epochs=history.epoch, **weights)
+    return history
+
+
+keras.Model.train_step = train_step
+keras.Model.fit = fit
+runpy.run_path(example, run_name="__main__")
+"""
+
+
+def readme_example():
+    """The first Python code block of the README's Engines section."""
+    text = README.read_text()
+    section = text[text.index(SECTION) :]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    assert "BackupAndRestore" in code and "model.fit(" in code
+    return code
+
+
+def run(directory, phase, kill_at=None):
+    return subprocess.run(
+        [
+            sys.executable,
+            str(directory / "runner.py"),
+            str(directory / "example.py"),
+            str(directory / f"{phase}.jsonl"),
+            json.dumps(kill_at),
+        ],
+        cwd=directory / phase.split("-")[0],  # the example's "backup" folder
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+
+
+def logged(directory, phase):
+    lines = (directory / f"{phase}.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_the_readme_example_resumes_a_killed_fit_to_its_last_epoch(tmp_path):
+    (tmp_path / "example.py").write_text(readme_example())
+    (tmp_path / "runner.py").write_text(RUNNER)
+    for folder in ("full", "killed"):
+        (tmp_path / folder).mkdir()
+
+    full = run(tmp_path, "full")
+    assert full.returncode == 0, full.stderr[-3000:]
+    killed = run(tmp_path, "killed", kill_at=KILL_AT)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert (tmp_path / "killed" / "backup").is_dir()  # what the restart finds
+    resumed = run(tmp_path, "killed-resumed")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    uninterrupted = logged(tmp_path, "full")
+    before = logged(tmp_path, "killed")
+    after = logged(tmp_path, "killed-resumed")
+    assert before == uninterrupted[: len(before)]
+    assert (before[-1]["epoch"], before[-1]["batch"]) == KILL_AT
+    # The restart trains on from the batch after the last backup (one every
+    # 5 batches), in the middle of the killed epoch...
+    first = after[0]
+    assert (first["epoch"], first["batch"]) == (KILL_AT[0], 0)
+    backed_up = len(uninterrupted) - len(after)
+    assert len(before) - 5 <= backed_up < len(before)
+    assert uninterrupted[backed_up]["epoch"] == KILL_AT[0]
+    assert uninterrupted[backed_up - 1]["epoch"] == KILL_AT[0]  # not at its start
+    # ... with the uninterrupted run's batches, to the last of epoch 9 ...
+    assert [step["x"] for step in after] == [
+        step["x"] for step in uninterrupted[backed_up:]
+    ]
+    assert after[-1]["epoch"] == uninterrupted[-1]["epoch"] == 9
+    # ... in the one fit of the script, which ends with the same weights.
+    ended = np.load(tmp_path / "full.jsonl.npz")
+    again = np.load(tmp_path / "killed-resumed.jsonl.npz")
+    assert ended["epochs"].tolist() == list(range(10))
+    assert again["epochs"].tolist() == list(range(KILL_AT[0], 10))
+    for name in ended.files:
+        if name.startswith("w"):
+            np.testing.assert_array_equal(ended[name], again[name], err_msg=name)
+    # Quietly: no "ran out of data" (the resumed epoch did not run out), no
+    # other warning for the user (numpy's deprecations inside Keras aside).
+    for run_ in (full, resumed):
+        assert "ran out of data" not in run_.stderr, run_.stderr[-3000:]
+        assert "UserWarning" not in run_.stderr, run_.stderr[-3000:]
