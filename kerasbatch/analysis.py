@@ -822,10 +822,12 @@ def _sequence_lengths(sequence_length, lengths, max_tokens):
 
 # --------------------------------------------------------------- helpers
 class _Progress:
-    """A line on stderr counting the epoch plans made, where `show`."""
+    """A line on stderr counting the epoch plans made, where `show` and
+    stderr is a terminal."""
 
     def __init__(self, total, show):
-        self.total, self.show, self.done = total, bool(show), 0
+        self.total, self.done = total, 0
+        self.show = bool(show) and sys.stderr.isatty()
 
     def advance(self):
         self.done += 1
