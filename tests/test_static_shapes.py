@@ -522,4 +522,4 @@ def test_only_backends_that_compile_per_shape_warn(backend):
     else:
         assert len(warned) == 1
         assert warned[0].startswith("The JAX backend compiles the model with XLA")
-        assert "with JAX on an H200 GPU" in warned[0]
+        assert "with JAX on an NVIDIA H200 GPU" in warned[0]

@@ -26,6 +26,7 @@ import weakref
 
 import keras
 
+from kerasbatch import costs
 from kerasbatch.builders.serving import builder_of
 
 #: More distinct shapes than this over the fit's epochs (or than a bucket
@@ -33,10 +34,14 @@ from kerasbatch.builders.serving import builder_of
 MANY_SHAPES = 16
 
 #: Seconds to compile one shape, measured for a 4-layer Transformer
-#: encoder (d=256) on an H200 with JAX: the warning's scale.
-MEASURED_SECONDS_PER_SHAPE = 6.5
+#: encoder (width 256) with JAX on a GPU (`kerasbatch.costs`): the
+#: warning's scale.
+MEASURED_SECONDS_PER_SHAPE = costs.BACKEND_COSTS["jax"]["gpu"].seconds_per_shape
 #: Where `MEASURED_SECONDS_PER_SHAPE` was measured, as the warning says it.
-MEASURED_ON = "a 4-layer Transformer encoder with JAX on an H200 GPU"
+MEASURED_ON = (
+    "a 4-layer Transformer encoder with JAX on "
+    + costs.BACKEND_COSTS["jax"]["gpu"].hardware
+)
 
 #: The epochs whose shapes are counted exactly (planned); those beyond are
 #: extrapolated as `kerasbatch.tuner.CompileCost` does (planning a million
