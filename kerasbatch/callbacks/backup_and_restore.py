@@ -66,12 +66,27 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     >>> model.compile("sgd", "mse")
     >>> backup = kerasbatch.callbacks.BackupAndRestore(
     ...     tempfile.mkdtemp(), dataset=train, save_freq=2)
-    >>> history = model.fit(train, epochs=2, callbacks=[backup], verbose=0)
-    >>> len(history.history["loss"])
-    2
+    >>> class Preempted(keras.callbacks.Callback):  # after 6 batches
+    ...     def on_train_batch_end(self, batch, logs=None):
+    ...         self.seen = getattr(self, "seen", 0) + 1
+    ...         if self.seen == 6:
+    ...             raise RuntimeError("preempted")
+    >>> try:
+    ...     model.fit(train, epochs=3, callbacks=[backup, Preempted()], verbose=0)
+    ... except RuntimeError:
+    ...     pass
+    >>> len(train)  # batches an epoch
+    4
 
-    After a restart, the same `fit` call restores the backup and trains on
-    from the next batch to the last epoch.
+    The same `fit` again (as a restarted script runs it) restores the backup
+    of batch 6, trains batches 3 and 4 of epoch 1, then epoch 2 whole:
+
+    >>> trained = []
+    >>> count = keras.callbacks.LambdaCallback(
+    ...     on_train_batch_end=lambda batch, logs: trained.append(batch))
+    >>> history = model.fit(train, epochs=3, callbacks=[backup, count], verbose=0)
+    >>> history.epoch, len(trained)
+    ([1, 2], 6)
     """
 
     def __init__(
@@ -112,6 +127,7 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         self._quiet = None  # the warnings filter of a resumed epoch
 
     def on_train_begin(self, logs=None):
+        self._loud_again()  # of a fit an exception stopped mid-epoch
         super().on_train_begin(logs)
         self._resumed_at = 0
         if not os.path.exists(self._position_path):
