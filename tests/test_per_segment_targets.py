@@ -5,14 +5,9 @@ builder, so that train and validation data fit one model.
 Each backend runs in a subprocess of its own.
 """
 
-import importlib.util
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from backend_process import run_on_backend
 
 import kerasbatch
 
@@ -128,17 +123,7 @@ print(json.dumps({"gaps": gaps, "widths": widths}))
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_keras_losses_and_validation_take_per_segment_targets(backend):
-    if importlib.util.find_spec(backend) is None:
-        pytest.skip(f"{backend} is not installed")
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "KERAS_BACKEND": backend},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.splitlines()[-1])
+    report = run_on_backend(SCRIPT, backend)
     for name, gap in report["gaps"].items():
         assert gap < 1e-5, name
     short_first = report["widths"]["short first"]

@@ -6,14 +6,9 @@ JAX and torch, which fails for per-frame outputs of batches of different
 padded lengths. Each backend runs in a subprocess of its own.
 """
 
-import importlib.util
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from backend_process import run_on_backend
 
 import kerasbatch
 
@@ -82,17 +77,7 @@ print(json.dumps(errors))
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_predict_gives_each_element_its_frames_on_every_backend(backend):
-    if importlib.util.find_spec(backend) is None:
-        pytest.skip(f"{backend} is not installed")
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "KERAS_BACKEND": backend},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    errors = json.loads(result.stdout.splitlines()[-1])
+    errors = run_on_backend(SCRIPT, backend)
     assert len(errors) == 18
     for case, error in errors.items():
         assert error < 1e-5, case

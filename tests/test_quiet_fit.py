@@ -9,13 +9,8 @@ know. kerasbatch datasets know theirs exactly: none of these runs ends
 early. Each backend runs in a subprocess of its own (`KERAS_BACKEND`).
 """
 
-import importlib.util
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from backend_process import run_on_backend
 
 BACKENDS = ("jax", "tensorflow", "torch")
 
@@ -136,18 +131,7 @@ print(json.dumps(results))
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_no_ran_out_of_data_warning_on_any_engine(backend):
-    for package in (backend, "tensorflow", "grain"):
-        if importlib.util.find_spec(package) is None:
-            pytest.skip(f"{package} is not installed")
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    results = json.loads(result.stdout.splitlines()[-1])
+    results = run_on_backend(SCRIPT, backend, needs=("tensorflow", "grain"))
     for run, got in results.items():
         assert got["ran_out"] == 0, (run, got)
         if "predicted" in got:

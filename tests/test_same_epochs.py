@@ -6,16 +6,11 @@ backend runs in a subprocess of its own (`KERAS_BACKEND`), on the tf.data
 engine, without `EpochReshuffle`.
 """
 
-import importlib.util
-import json
-import os
-import subprocess
-import sys
-
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from backend_process import run_on_backend
 
 import kerasbatch
 
@@ -106,17 +101,7 @@ print(json.dumps(runs))
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_the_first_epoch_of_a_fit_is_0_on_every_backend(backend):
-    if importlib.util.find_spec(BACKENDS[backend]) is None:
-        pytest.skip(f"{backend} is not installed")
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    runs = json.loads(result.stdout.splitlines()[-1])
+    runs = run_on_backend(SCRIPT, backend)
     expected = {"before": None, "started": [0, 1, 2], "next": 3}
     assert runs["fit"] == {**expected, "trained_as_planned": True}
     for stream in ("stream", "stream of unknown length"):

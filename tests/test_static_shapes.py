@@ -2,15 +2,11 @@
 batch of a bucket (of a builder) with one number of rows, filler rows of zero
 weight."""
 
-import ast
-import os
-import subprocess
-import sys
-
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from backend_process import run_on_backend
 
 import kerasbatch
 
@@ -478,6 +474,7 @@ def test_filler_rows_put_no_nan_into_a_keras_loss(kind):
 
 
 COMPILE_WARNING_SCRIPT = """
+import json
 import warnings
 
 import keras
@@ -499,7 +496,7 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     callback.on_train_begin()
     callback.on_epoch_begin(0)
-print([str(w.message) for w in caught if "per batch shape" in str(w.message)])
+print(json.dumps([str(w.message) for w in caught if "per batch shape" in str(w.message)]))
 """
 
 
@@ -507,16 +504,7 @@ print([str(w.message) for w in caught if "per batch shape" in str(w.message)])
 def test_only_backends_that_compile_per_shape_warn(backend):
     # torch.compile (jit_compile=True on torch) makes a changing dimension
     # dynamic after its second shape: it does not compile once per shape.
-    pytest.importorskip(backend)
-    result = subprocess.run(
-        [sys.executable, "-c", COMPILE_WARNING_SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "KERAS_BACKEND": backend},
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    warned = ast.literal_eval(result.stdout.splitlines()[-1])
+    warned = run_on_backend(COMPILE_WARNING_SCRIPT, backend)
     if backend == "torch":
         assert warned == []
     else:
