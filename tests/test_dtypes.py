@@ -98,6 +98,8 @@ def check_batches(kind, dataset, x, pad, dtype):
     padded = 0
     for batch in dataset:
         inputs, ids = batch[0], batch[1].numpy()
+        if kind == "packed":
+            ids = ids[..., 0]  # one id per segment slot: (rows, slots, 1)
         padded += inputs["tokens"].shape.num_elements()
         tokens, label = inputs["tokens"], inputs["label"]
         assert tokens.dtype == expected_dtype
@@ -273,7 +275,7 @@ def test_packed_string_sequences():
         assert (tokens[segments == 0] == "<pad>").all()
         for row in range(len(tokens)):
             for segment in range(1, segments[row].max() + 1):
-                element = ids.numpy()[row, segment - 1]
+                element = ids.numpy()[row, segment - 1, 0]
                 assert tokens[row][segments[row] == segment].tolist() == (
                     STRING_TOKENS[element].tolist()
                 )
