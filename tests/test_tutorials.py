@@ -1,7 +1,10 @@
 """Every notebook in `tutorials/` runs top to bottom without an error, and
 with the logging a user has (TensorFlow's C++ log level unset) prints no
-TensorFlow C++ log line and no tqdm warning."""
+TensorFlow C++ log line and no tqdm warning. Each runs with a temporary
+folder of the test's own, so that whatever a tutorial leaves there is seen;
+the TFRecord tutorial's errors are checked to read as plain text."""
 
+import os
 import pathlib
 import sys
 
@@ -48,13 +51,17 @@ def test_notebook_is_stored_without_outputs(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
-def test_notebook_runs_without_errors_or_log_lines(path, monkeypatch):
+def test_notebook_runs_cleanly(path, tmp_path, monkeypatch):
     # The kernel inherits this process's environment: a user's has no
     # TF_CPP_MIN_LOG_LEVEL (conftest sets it for the tests' own process),
     # and no PYTEST_CURRENT_TEST, under which ipykernel leaves what C++
     # writes to stderr out of the cells' outputs.
     monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "matplotlib"))
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         notebook,
@@ -75,3 +82,38 @@ def test_notebook_runs_without_errors_or_log_lines(path, monkeypatch):
     assert not unwanted, f"{path.name} prints what a user should not see:\n" + (
         "\n".join(unwanted)
     )
+    assert sorted(os.listdir(temporary)) == [], f"{path.name} leaves files behind"
+    if path.name == "03_tfrecord_manifest.ipynb":
+        check_plain_errors(notebook)
+
+
+def outputs(notebook, stream=None):
+    """`(cell index, text)` of every text output (of `stream` alone)."""
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code":
+            continue
+        for output in cell.outputs:
+            if output.output_type == "stream":
+                if stream is None or output.name == stream:
+                    found.append((index, output.text))
+            elif stream is None and "data" in output:
+                found.append((index, output.data.get("text/plain", "")))
+    return found
+
+
+def check_plain_errors(notebook):
+    """The TFRecord tutorial's errors read as one plain sentence: no
+    TensorFlow op trace, no escaped quotes."""
+    for index, text in outputs(notebook):
+        assert "local_rendezvous" not in text, f"cell {index}: {text}"
+        assert "assertion failed" not in text, f"cell {index}: {text}"
+        assert "[[" not in text, f"cell {index}: {text}"
+    printed = "".join(text for _, text in outputs(notebook, "stdout"))
+    assert "\\" not in printed
+    (error,) = [
+        line
+        for line in printed.splitlines()
+        if line.startswith("TFRecord file ") and "is corrupt or truncated" in line
+    ]
+    assert error.endswith("and TFRecordLoader.check() lists every problem")
