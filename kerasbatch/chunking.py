@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from kerasbatch.optional import tensorflow as tf
+from kerasbatch import optional
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -242,8 +242,9 @@ def _chunk_frames(chunks, lengths):
 
 
 def _as_numpy(outputs):
-    if isinstance(outputs, tf.RaggedTensor):
+    """`outputs` as a numpy array: a `tf.RaggedTensor` padded (where
+    TensorFlow is imported at all; without it, outputs are not tensors)."""
+    tensorflow = optional.imported("tensorflow")
+    if tensorflow is not None and isinstance(outputs, tensorflow.RaggedTensor):
         outputs = outputs.to_tensor()
-    if isinstance(outputs, tf.Tensor):
-        outputs = outputs.numpy()
     return np.asarray(outputs)
