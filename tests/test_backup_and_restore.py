@@ -10,6 +10,7 @@ import warnings
 import keras
 import numpy as np
 import pytest
+from interruption import StopAt
 
 import kerasbatch
 
@@ -33,20 +34,6 @@ class Recorder(keras.Model):
         ids = keras.ops.convert_to_numpy(arguments[-1][1])
         self.trained.append(ids.astype(int).tolist())
         return super().train_step(*arguments)
-
-
-class StopAt(keras.callbacks.Callback):
-    """Raises after the `step`-th batch of the fit (counted over epochs),
-    after the callbacks before it (the backup) have run."""
-
-    def __init__(self, step):
-        super().__init__()
-        self.step, self.seen = step, 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.seen += 1
-        if self.seen == self.step:
-            raise RuntimeError("stopped")
 
 
 def build(engine):

@@ -13,6 +13,7 @@ import time
 import keras
 import numpy as np
 import pytest
+from interruption import StopAt
 from keras import ops
 
 import kerasbatch
@@ -267,17 +268,6 @@ def test_keras_epochs_cut_short_then_whole_match_one_worker():
 def test_backup_and_restore_resumes_a_threaded_dataset(tmp_path):
     """A fit that fails mid-epoch resumes at the next batch, as with one
     worker (the weights end as the uninterrupted run's)."""
-
-    class FailAt(keras.callbacks.Callback):
-        def __init__(self, step):
-            super().__init__()
-            self.step, self.seen = step, 0
-
-        def on_train_batch_end(self, batch, logs=None):
-            self.seen += 1
-            if self.seen == self.step:
-                raise RuntimeError("killed")
-
     builder, dataset = build("chunk", **THREADED)
     whole, weights, _ = fit(dataset, builder, epochs=2)
 
@@ -286,9 +276,9 @@ def test_backup_and_restore_resumes_a_threaded_dataset(tmp_path):
         str(tmp_path), dataset=dataset, save_freq=2
     )
     model = recorder()
-    with pytest.raises(RuntimeError, match="killed"):
+    with pytest.raises(RuntimeError, match="stopped"):
         model.fit(
-            dataset, epochs=2, verbose=0, callbacks=[backup, FailAt(len(dataset) + 3)]
+            dataset, epochs=2, verbose=0, callbacks=[backup, StopAt(len(dataset) + 3)]
         )
     assert_identical(whole[: len(model.batches)], model.batches)
     builder, dataset = build("chunk", **THREADED)  # a restarted process
