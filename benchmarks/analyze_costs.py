@@ -1,5 +1,5 @@
 """What a training step costs on each Keras backend on this CPU: the CPU
-figures of `kerasbatch.costs.BACKEND_COSTS`.
+figures of `kerasbatch.planning.costs.BACKEND_COSTS`.
 
 The model is a small Transformer encoder, the kind of model the GPU figures
 were measured on, scaled down for a CPU: `Embedding(1000, 64,

@@ -10,7 +10,7 @@ On the reference workloads (`workloads.py`: `lognormal`, `bimodal`;
   counted from `packed_segment_ids` equal the workload's total and the measured
   efficiency equals `builder.statistics()` exactly;
 - planning time of one packed epoch for 1 000 000 `lognormal` lengths:
-  `kerasbatch.packing.pack` alone, and `PackedBuilder.adapt` + `plan` (the
+  `kerasbatch.planning.packing.pack` alone, and `PackedBuilder.adapt` + `plan` (the
   builder packs once more at `adapt` to fix the segment axis);
 - the epoch time of a small Transformer encoder classifier trained with
   `model.fit` on the same data (the first `--transformer-elements`, 10 000,
@@ -141,7 +141,9 @@ def measure_planning(repeats):
     pack_seconds = []
     for seed in range(repeats):
         start = time.perf_counter()
-        packing = kerasbatch.packing.pack(lengths, ROW, rng=np.random.default_rng(seed))
+        packing = kerasbatch.planning.packing.pack(
+            lengths, ROW, rng=np.random.default_rng(seed)
+        )
         pack_seconds.append(time.perf_counter() - start)
     builder = kerasbatch.PackedBuilder(ROW, batch_size=ROWS_PER_BATCH)
     start = time.perf_counter()

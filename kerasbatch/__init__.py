@@ -13,20 +13,11 @@ import os as _os
 import sys as _sys
 
 # Planning needs NumPy only: these import without Keras.
-from kerasbatch import (
-    analysis,
-    batching,
-    boundaries,
-    buckets,
-    costs,
-    lengths,
-    orders,
-    packing,
-    plan,
-    remainders,
-)
-from kerasbatch.analysis import Analysis, analyze
-from kerasbatch.plan import BatchPlan, PlanStatistics
+from kerasbatch import _moved, planning
+from kerasbatch.planning.plan import BatchPlan, PlanStatistics
+from kerasbatch.tools.analysis import Analysis, analyze
+
+_moved.install()
 
 #: The names that need Keras (every builder, layer, loss, callback).
 _KERAS_NAMES = {
@@ -38,23 +29,20 @@ _KERAS_NAMES = {
     "SortedBuilder": "kerasbatch.builders",
     "StreamBucketBuilder": "kerasbatch.builders",
     "WindowBuilder": "kerasbatch.builders",
-    "ModelInputs": "kerasbatch.model_inputs",
-    "Padding": "kerasbatch.padding",
-    "Reducer": "kerasbatch.reducers",
-    "predict": "kerasbatch.prediction",
-    "restore_order": "kerasbatch.restore",
+    "ModelInputs": "kerasbatch.data.model_inputs",
+    "Padding": "kerasbatch.data.padding",
+    "Reducer": "kerasbatch.data.reducers",
+    "predict": "kerasbatch.tools.prediction",
+    "restore_order": "kerasbatch.tools.restore",
 }
 _KERAS_MODULES = (
     "builders",
     "callbacks",
-    "chunking",
+    "data",
     "engines",
     "layers",
     "losses",
-    "model_inputs",
-    "plotting",
-    "reducers",
-    "restore",
+    "tools",
     "tuner",
 )
 #: Imported on first use only: it needs TensorFlow.
@@ -97,14 +85,11 @@ if not _DEFERRED:
     from kerasbatch import (  # noqa: F401
         builders,
         callbacks,
-        chunking,
+        data,
         engines,
         layers,
         losses,
-        model_inputs,
-        plotting,
-        reducers,
-        restore,
+        tools,
         tuner,
     )
     from kerasbatch.builders import (  # noqa: F401
@@ -117,11 +102,11 @@ if not _DEFERRED:
         StreamBucketBuilder,
         WindowBuilder,
     )
-    from kerasbatch.model_inputs import ModelInputs  # noqa: F401
-    from kerasbatch.padding import Padding  # noqa: F401
-    from kerasbatch.prediction import predict  # noqa: F401
-    from kerasbatch.reducers import Reducer  # noqa: F401
-    from kerasbatch.restore import restore_order  # noqa: F401
+    from kerasbatch.data.model_inputs import ModelInputs  # noqa: F401
+    from kerasbatch.data.padding import Padding  # noqa: F401
+    from kerasbatch.data.reducers import Reducer  # noqa: F401
+    from kerasbatch.tools.prediction import predict  # noqa: F401
+    from kerasbatch.tools.restore import restore_order  # noqa: F401
 
 
 def __getattr__(name):
@@ -139,6 +124,8 @@ def __getattr__(name):
         return importlib.import_module(f"kerasbatch.{name}")
     if name in _KERAS_NAMES:
         return getattr(importlib.import_module(_KERAS_NAMES[name]), name)
+    if f"kerasbatch.{name}" in _moved.MOVED:
+        return _moved.moved_module(f"kerasbatch.{name}")
     raise AttributeError(f"module 'kerasbatch' has no attribute {name!r}")
 
 
@@ -159,28 +146,16 @@ __all__ = [
     "SortedBuilder",
     "StreamBucketBuilder",
     "WindowBuilder",
-    "analysis",
     "analyze",
-    "batching",
-    "boundaries",
-    "buckets",
     "callbacks",
-    "chunking",
-    "costs",
+    "data",
     "engines",
     "io",
     "layers",
-    "lengths",
     "losses",
-    "model_inputs",
-    "orders",
-    "packing",
-    "plan",
-    "plotting",
+    "planning",
     "predict",
-    "reducers",
-    "remainders",
-    "restore",
     "restore_order",
+    "tools",
     "tuner",
 ]

@@ -23,7 +23,8 @@ import sys
 import tempfile
 
 import kerasbatch
-from kerasbatch import analysis, costs, lengths
+from kerasbatch.planning import costs
+from kerasbatch.tools import analysis, lengths
 
 #: A native (absl / TensorFlow C++) log line: severity, date, time, thread,
 #: file:line].
@@ -40,7 +41,7 @@ def main(argv=None):
         with quiet_native_logs():
             import keras  # noqa: F401  (before TensorFlow, for torch)
 
-            from kerasbatch.demo import run_demo
+            from kerasbatch.tools.demo import run_demo
         run_demo(arguments.sequences, arguments.epochs, arguments.batch_size)
     elif arguments.command == "analyze":
         _analyze(arguments, analyze_parser)

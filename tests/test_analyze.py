@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 import kerasbatch
-from kerasbatch import costs as costs_lib
 from kerasbatch.__main__ import _without_native_logs, main
-from kerasbatch.costs import BACKEND_COSTS
 from kerasbatch.io import write_dataset
-from kerasbatch.lengths import read_lengths
+from kerasbatch.planning import costs as costs_lib
+from kerasbatch.planning.costs import BACKEND_COSTS
+from kerasbatch.tools.lengths import read_lengths
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NUM_EPOCHS = 3

@@ -136,7 +136,7 @@ def test_config_round_trips_and_equality_sees_it():
 def test_replicas_share_a_filled_batch_evenly(kind):
     """Under `distribute`, each global batch is filled first, then cut: with
     `batch_multiple` a multiple of the replicas, every part has one size."""
-    from kerasbatch.builders.replicas import ReplicaSlice
+    from kerasbatch.engines.tf_data.distribute import ReplicaSlice
 
     builder = BUILDERS[kind](batch_multiple=4, seed=2)
     train = build(builder)

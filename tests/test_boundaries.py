@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kerasbatch.boundaries import (
+from kerasbatch.planning.boundaries import (
     STRATEGIES,
     equal_tokens,
     get,

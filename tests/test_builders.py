@@ -118,7 +118,9 @@ def test_bucket_boundary_strategies(strategy, sequences):
     builder = kerasbatch.BucketBuilder(boundaries=strategy, num_buckets=4, batch_size=8)
     builder.build(x)
     name = "optimal" if strategy == "auto" else strategy
-    assert builder.resolved_boundaries == kerasbatch.boundaries.get(name)(lengths, 4)
+    assert builder.resolved_boundaries == kerasbatch.planning.boundaries.get(name)(
+        lengths, 4
+    )
 
 
 def test_bucket_batch_sizes_per_bucket(sequences):

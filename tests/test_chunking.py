@@ -6,8 +6,13 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kerasbatch import chunking
-from kerasbatch.chunking import ChunkTable, chunk_table, context_pair, reassemble
+from kerasbatch.planning import chunking
+from kerasbatch.planning.chunking import (
+    ChunkTable,
+    chunk_table,
+    context_pair,
+    reassemble,
+)
 
 
 def reference_chunks(lengths, size, step):

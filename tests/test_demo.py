@@ -3,7 +3,7 @@
 import pytest
 
 from kerasbatch.__main__ import main
-from kerasbatch.demo import format_results, run_demo
+from kerasbatch.tools.demo import format_results, run_demo
 
 
 def test_demo_compares_padded_and_bucketed_batches():

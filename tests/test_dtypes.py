@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 import kerasbatch
-from kerasbatch import padding as padding_lib
-from kerasbatch import sources
+from kerasbatch.data import padding as padding_lib
+from kerasbatch.data import sources
 
 DTYPES = [
     "bfloat16",

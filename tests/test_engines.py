@@ -123,7 +123,7 @@ def cases(draw, kind):
             stride=draw(st.sampled_from([1, 2])),
             remainder=remainder,
             reducers={
-                name: kerasbatch.reducers.PaddedBatch(value=-1)
+                name: kerasbatch.data.reducers.PaddedBatch(value=-1)
                 if isinstance(r, dict)
                 else r
                 for name, r in reducers.items()

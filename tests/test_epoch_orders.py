@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kerasbatch
-from kerasbatch import epochs, orders
-from kerasbatch import plan as plan_lib
+from kerasbatch.engines.tf_data import orders as epochs
+from kerasbatch.planning import orders
+from kerasbatch.planning import plan as plan_lib
 
 
 @settings(max_examples=30, deadline=None)
@@ -321,7 +322,7 @@ def test_buckets_assign_and_cut_alike_in_numpy_and_tensorflow(
 ):
     """`Buckets` serves BucketBuilder (NumPy) and StreamBucketBuilder (in the
     graph): both engines give every length the same bucket and cut."""
-    from kerasbatch.buckets import Buckets
+    from kerasbatch.planning.buckets import Buckets
 
     buckets = Buckets.of(sorted(boundaries), 70, truncate)
     lengths = np.arange(0, 72)
@@ -345,13 +346,13 @@ def test_planning_imports_and_runs_without_tensorflow():
         "os.environ['KERAS_BACKEND'] = 'jax'\n"
         "sys.modules['tensorflow'] = None  # any import of it fails\n"
         "import numpy as np, kerasbatch\n"
-        "order = kerasbatch.orders.EpochOrder.of_groups(\n"
+        "order = kerasbatch.planning.orders.EpochOrder.of_groups(\n"
         "    np.arange(6), np.array([0, 1, 0, 1, 0, 1]), [2, 2], 'keep',\n"
         "    shuffle_units=True, shuffle_batches=True)\n"
         "indices, splits = order.batches(seed=1, epoch=3)\n"
         "print(sorted(indices.tolist()), len(splits) - 1)\n"
-        "print(kerasbatch.boundaries.optimal(np.arange(1, 50), 4))\n"
-        "print(kerasbatch.buckets.Buckets.of([3], 9, True).assign([2, 5]))\n"
+        "print(kerasbatch.planning.boundaries.optimal(np.arange(1, 50), 4))\n"
+        "print(kerasbatch.planning.buckets.Buckets.of([3], 9, True).assign([2, 5]))\n"
         "builder = kerasbatch.BucketBuilder(num_buckets=2, batch_size=2)\n"
         "try:\n"
         "    builder.build([np.ones(n) for n in (1, 2, 3)])\n"
@@ -381,7 +382,7 @@ def test_the_planning_modules_import_without_tensorflow():
     code = (
         "import sys\n"
         "sys.modules['tensorflow'] = None  # any import of it fails\n"
-        "from kerasbatch import boundaries, buckets, orders, packing, plan\n"
+        "from kerasbatch.planning import boundaries, buckets, orders, packing, plan\n"
         "print(len(orders.EpochOrder.of_groups("
         "np.arange(4), np.zeros(4, np.int64), [2], 'keep', shuffle_units=True, "
         "shuffle_batches=True).batches(0, 0)[0]))\n"

@@ -188,7 +188,7 @@ def test_bad_inputs_name_what_is_wrong_and_where(x, y, sample_weight, error, mat
 
 
 def test_long_lists_show_progress(monkeypatch, capsys):
-    from kerasbatch import sources
+    from kerasbatch.data import sources
 
     monkeypatch.setattr(sources, "PROGRESS_THRESHOLD", 10)
     builder = kerasbatch.PaddedBuilder(4)

@@ -179,7 +179,9 @@ def test_without_shuffle_rows_come_in_creation_order_longest_first():
     np.testing.assert_array_equal(plan.indices, builder.plan(3).indices)
     for row in plan.rows():
         assert (np.diff(lengths[row]) <= 0).all()
-    expected = kerasbatch.packing.pack(lengths, 64, builder.resolved_max_segments)
+    expected = kerasbatch.planning.packing.pack(
+        lengths, 64, builder.resolved_max_segments
+    )
     np.testing.assert_array_equal(plan.indices, expected.order)
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kerasbatch import packing
+from kerasbatch.planning import packing
 
 
 def reference_best_fit_decreasing(lengths, capacity, max_segments=None):

@@ -9,8 +9,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import kerasbatch  # noqa: E402
-from kerasbatch import plotting  # noqa: E402
-from kerasbatch.plotting import plot_efficiency, plot_lengths  # noqa: E402
+from kerasbatch.tools import plotting  # noqa: E402
+from kerasbatch.tools.plotting import plot_efficiency, plot_lengths  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""What a build resolves is one frozen value (`kerasbatch.builders.prepared`).
+"""What a build resolves is one frozen value (`kerasbatch.planning.prepared`).
 
 Plans read nothing else, so a value that cannot change means plans that
 cannot drift from the data of their build.
@@ -12,9 +12,9 @@ import pytest
 import kerasbatch
 from kerasbatch.builders.bucket_builder import BucketPrepared
 from kerasbatch.builders.chunk_builder import ChunkPrepared
-from kerasbatch.builders.prepared import Prepared
 from kerasbatch.builders.window_builder import WindowPrepared
-from kerasbatch.padding import Padding
+from kerasbatch.data.padding import Padding
+from kerasbatch.planning.prepared import Prepared
 
 LENGTHS = np.random.default_rng(0).integers(1, 30, 50)
 

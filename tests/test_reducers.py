@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 import kerasbatch
-from kerasbatch import reducers
-from kerasbatch.reducers import Count, DenseBatch, PaddedBatch, Window
+from kerasbatch.data import reducers
+from kerasbatch.data.reducers import Count, DenseBatch, PaddedBatch, Window
 
 
 def sparse_window(dense_elements):

@@ -155,8 +155,12 @@ def test_even_remainders_feed_one_shape_per_bucket_with_less_filler_than_pad(kin
 def test_even_batches_of_one_group_are_equal_and_at_most_the_batch_size():
     for count in range(1, 60):
         for size in range(1, 12):
-            sizes, capacities = kerasbatch.remainders.group_batches(count, size, "even")
-            assert len(sizes) == kerasbatch.remainders.num_batches(count, size, "even")
+            sizes, capacities = kerasbatch.planning.remainders.group_batches(
+                count, size, "even"
+            )
+            assert len(sizes) == kerasbatch.planning.remainders.num_batches(
+                count, size, "even"
+            )
             assert sum(sizes) == count
             assert len(sizes) == -(-count // size)  # as many batches as "keep"
             assert len(set(capacities)) == 1 and capacities[0] <= size

@@ -524,13 +524,17 @@ def test_lengths_give_exact_cardinality_and_auto_boundaries():
     _, lengths = make_sequences(300, seed=11, max_length=80)
     builder = kerasbatch.StreamBucketBuilder(num_buckets=6, batch_size=10)
     dataset = builder.build(stream(lengths), lengths)
-    assert builder.resolved_boundaries == kerasbatch.boundaries.optimal(lengths, 6)
+    assert builder.resolved_boundaries == kerasbatch.planning.boundaries.optimal(
+        lengths, 6
+    )
     assert int(dataset.cardinality()) == len(collect(dataset))
     quantile = kerasbatch.StreamBucketBuilder(
         boundaries="quantile", num_buckets=4, batch_size=10
     )
     quantile.build(stream(lengths), lengths)
-    assert quantile.resolved_boundaries == kerasbatch.boundaries.quantile(lengths, 4)
+    assert quantile.resolved_boundaries == kerasbatch.planning.boundaries.quantile(
+        lengths, 4
+    )
 
 
 def test_a_large_lazy_dataset_streams_in_bounded_memory():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import kerasbatch
 from kerasbatch.builders.window_builder import window_positions
-from kerasbatch.reducers import PaddedBatch
+from kerasbatch.data.reducers import PaddedBatch
 
 
 def windows_of(dataset):

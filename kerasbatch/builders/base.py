@@ -12,12 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kerasbatch import batching, checks
-from kerasbatch import epochs as epochs_lib
-from kerasbatch import model_inputs as model_inputs_lib
-from kerasbatch import plan as plan_lib
-from kerasbatch import remainders as remainders_lib
-from kerasbatch.builders import replicas as replicas_lib
+from kerasbatch import checks
 from kerasbatch.builders.planned_builder import PlannedBuilder
 from kerasbatch.builders.serving import builder_of  # noqa: F401  (its old home)
 from kerasbatch.builders.settings import (  # noqa: F401  (their old home)
@@ -27,8 +22,15 @@ from kerasbatch.builders.settings import (  # noqa: F401  (their old home)
 )
 from kerasbatch.builders.shared import SharedSettings  # noqa: F401  (its old home)
 from kerasbatch.checks import checked_epoch  # noqa: F401  (its old home)
-from kerasbatch.engines import numpy_batches, tf_data
+from kerasbatch.data import model_inputs as model_inputs_lib
+from kerasbatch.engines.numpy import batches as numpy_batches
+from kerasbatch.engines.tf_data import batch as tf_data
+from kerasbatch.engines.tf_data import distribute as replicas_lib
+from kerasbatch.engines.tf_data import orders as epochs_lib
 from kerasbatch.optional import tensorflow as tf
+from kerasbatch.planning import batching
+from kerasbatch.planning import plan as plan_lib
+from kerasbatch.planning import remainders as remainders_lib
 
 REMAINDERS = remainders_lib.REMAINDERS
 
@@ -282,7 +284,7 @@ class Builder(PlannedBuilder):
         return prepared
 
     def _epoch_order(self, prepared):
-        """The `kerasbatch.orders.EpochOrder` of the candidates' batches.
+        """The `kerasbatch.planning.orders.EpochOrder` of the candidates' batches.
 
         Called once per build, with `_prepare`'s value; candidates no batch
         holds are left out of every epoch and counted as dropped.

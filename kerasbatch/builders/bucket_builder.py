@@ -5,11 +5,12 @@ import dataclasses
 import keras
 import numpy as np
 
-from kerasbatch import batching, checks
-from kerasbatch import boundaries as boundaries_lib
-from kerasbatch.batching import AUTO
+from kerasbatch import checks
 from kerasbatch.builders.base import Builder
-from kerasbatch.builders.prepared import Prepared
+from kerasbatch.planning import batching
+from kerasbatch.planning import boundaries as boundaries_lib
+from kerasbatch.planning.batching import AUTO
+from kerasbatch.planning.prepared import Prepared
 
 
 class BucketSettings:
@@ -147,7 +148,7 @@ class BucketSettings:
 
     def _longest_padding_of(self, paddings, bound, longest_kept):
         """The longest padded length (any component) of a batch of a bucket
-        (`kerasbatch.batching.longest_padding`)."""
+        (`kerasbatch.planning.batching.longest_padding`)."""
         return batching.longest_padding(
             paddings, bound, longest_kept, self.pad_to_multiple
         )
@@ -200,7 +201,7 @@ class BucketBuilder(BucketSettings, Builder):
     Args:
         boundaries: a strictly increasing list of positive ints, `"auto"`
             (the `"optimal"` strategy), or a strategy name of
-            `kerasbatch.boundaries` (`"uniform"`, `"quantile"`,
+            `kerasbatch.planning.boundaries` (`"uniform"`, `"quantile"`,
             `"equal_tokens"`, `"optimal"`) computed from the data's lengths.
         num_buckets: buckets for a boundary strategy (ignored with a list).
         batch_size: one batch size for every bucket. The default, when none

@@ -5,13 +5,14 @@ import dataclasses
 import keras
 import numpy as np
 
-from kerasbatch import checks, chunking
+from kerasbatch import checks
 from kerasbatch.builders.padded_builder import PaddedBuilder
-from kerasbatch.builders.prepared import Prepared
-from kerasbatch.engines import numpy_batches
-from kerasbatch.engines.tf_data import BatchFunction
+from kerasbatch.data.padding import Padding
+from kerasbatch.engines.numpy import batches as numpy_batches
+from kerasbatch.engines.tf_data.batch import BatchFunction
 from kerasbatch.optional import tensorflow as tf
-from kerasbatch.padding import Padding
+from kerasbatch.planning import chunking
+from kerasbatch.planning.prepared import Prepared
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
@@ -20,7 +21,7 @@ class ChunkBuilder(PaddedBuilder):
 
     Long sequences (audio, sensor logs) are cut into chunks of `chunk_size`
     frames, one every `chunk_step` frames (the chunking of RETURNN's TensorFlow
-    data pipeline; see `kerasbatch.chunking.chunk_table`). The chunks of all
+    data pipeline; see `kerasbatch.planning.chunking.chunk_table`). The chunks of all
     sequences are the elements planned and batched: every epoch shuffles them
     across sequences (a pure function of `(seed, epoch)`) and cuts them into
     batches of `batch_size` chunks.
@@ -218,7 +219,7 @@ class ChunkBuilder(PaddedBuilder):
         Args:
             chunk_outputs: what `model.predict` returned for `epoch` of this
                 builder's dataset (one row per chunk, in batch order), as for
-                `kerasbatch.chunking.reassemble`.
+                `kerasbatch.planning.chunking.reassemble`.
             epoch: the epoch the outputs are of (default: the epoch last
                 started, i.e. the one `model.predict` just ran).
             cut_context: the outputs still hold the context frames (a model
@@ -480,7 +481,7 @@ class ChunkLayout:
     Attributes:
         sequence_lengths: int64 frames of every sequence (of the chunked
             components).
-        table: the `kerasbatch.chunking.ChunkTable` of every chunk.
+        table: the `kerasbatch.planning.chunking.ChunkTable` of every chunk.
         context: `{chunked component name: (left, right)}` context frames
             cut with each chunk.
     """

@@ -7,14 +7,16 @@ import typing
 import keras
 import numpy as np
 
-from kerasbatch import batching, checks, outputs, sources
-from kerasbatch import epochs as epochs_lib
-from kerasbatch import model_inputs as model_inputs_lib
-from kerasbatch import plan as plan_lib
-from kerasbatch.builders import replicas as replicas_lib
+from kerasbatch import checks
 from kerasbatch.builders.planned_builder import PlannedBuilder
-from kerasbatch.engines import numpy_batches
+from kerasbatch.data import model_inputs as model_inputs_lib
+from kerasbatch.data import outputs, sources
+from kerasbatch.engines.numpy import batches as numpy_batches
+from kerasbatch.engines.tf_data import distribute as replicas_lib
+from kerasbatch.engines.tf_data import orders as epochs_lib
 from kerasbatch.optional import tensorflow as tf
+from kerasbatch.planning import batching
+from kerasbatch.planning import plan as plan_lib
 
 #: The default names of the inputs x gains: no keras-hub model takes them
 #: (a BERT's `segment_ids` are token types, 0 or 1, not packed segments).
@@ -27,13 +29,13 @@ class PackedBuilder(PlannedBuilder):
     """Rows of `sequence_length` positions, each packed with several sequences.
 
     The sequences are packed into rows by best-fit decreasing
-    (`kerasbatch.packing.pack`) once, at `build`: almost no position is
+    (`kerasbatch.planning.packing.pack`) once, at `build`: almost no position is
     padding. The rows are
     cut into batches of `batch_size` rows, all padded to `sequence_length`,
     so the model sees one shape (two with a smaller last batch). Which
     sequences share a row (among those of equal length), their order in the
     row and the order of the rows are reshuffled every epoch, in the
-    `tf.data` graph, from `(seed, epoch)` (`kerasbatch.orders.PackedOrder`);
+    `tf.data` graph, from `(seed, epoch)` (`kerasbatch.planning.orders.PackedOrder`);
     the number of rows is the same every epoch.
 
     A model tells the packed sequences apart by two int32 inputs of shape
@@ -455,7 +457,7 @@ class _PackedRowsSettings:
         positions)` of `ids`, and every target's weights (per token or
         per slot, times any given `sample_weight`; `tokens_of(given)`
         spreads a per-example weight over its sequence's tokens; `ops`:
-        `kerasbatch.outputs`' graph or numpy ops)."""
+        `kerasbatch.data.outputs`' graph or numpy ops)."""
         x = self._role("x", packed)
         if not isinstance(x, dict):
             x = {"x": x}

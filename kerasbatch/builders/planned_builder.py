@@ -13,13 +13,14 @@ import threading
 
 import numpy as np
 
-from kerasbatch import checks, engines, outputs, sources
-from kerasbatch.builders import prepared as prepared_lib
-from kerasbatch.builders import service as service_lib
+from kerasbatch import checks, engines
 from kerasbatch.builders import serving as serving_lib
 from kerasbatch.builders.shared import SharedSettings
-from kerasbatch.engines import tf_data
+from kerasbatch.data import outputs, sources
+from kerasbatch.engines.tf_data import batch as tf_data
+from kerasbatch.engines.tf_data import service as service_lib
 from kerasbatch.optional import tensorflow as tf
+from kerasbatch.planning import prepared as prepared_lib
 
 _PLAN_CACHE_SIZE = 4
 
@@ -28,7 +29,7 @@ class PlannedBuilder(SharedSettings):
     """What the in-memory builders share: data in memory, a numpy plan per epoch.
 
     `build` validates the inputs and attaches them (`_attach`: resolves one
-    frozen `kerasbatch.builders.prepared.Prepared` value and its epoch
+    frozen `kerasbatch.planning.prepared.Prepared` value and its epoch
     order, and binds them), then makes the pipeline (`_make_dataset`);
     `plan(epoch)` caches the plans that `_make_plan(epoch)` makes from them; the pipeline computes the running epoch's
     batches (`_epoch_batches`, given the epoch as a tensor) and turns each
@@ -172,7 +173,7 @@ class PlannedBuilder(SharedSettings):
         Args:
             lengths: 1-D array of non-negative int lengths, one per element
                 (planned as one sequence component, `"x"`), or inputs already
-                converted by `kerasbatch.sources.from_inputs`.
+                converted by `kerasbatch.data.sources.from_inputs`.
 
         Example:
 
@@ -341,7 +342,7 @@ class PlannedBuilder(SharedSettings):
 
         The dataset sent to the service carries its epochs as data and holds
         no Python, so the workers can run it in other processes or machines
-        (see `kerasbatch.builders.service`). Batch `k` of the result is
+        (see `kerasbatch.engines.tf_data.service`). Batch `k` of the result is
         batch `k % steps` of epoch `initial_epoch + k // steps`, where
         `steps = len(built dataset)`: train with `model.fit(remote,
         epochs=epochs, steps_per_epoch=steps)`, and `statistics()` and the

@@ -14,8 +14,8 @@ import gc
 import weakref
 
 from kerasbatch import checks
-from kerasbatch.builders import derived
-from kerasbatch.engines import epoch_state, tf_data
+from kerasbatch.engines import derived, epoch_state
+from kerasbatch.engines.tf_data import batch as tf_data
 
 #: Every dataset a builder returned that is still in use, mapped to the
 #: frozen copy of the builder that serves it (see `Serving._serve`).
@@ -33,7 +33,7 @@ def builder_of(dataset):
 
     A dataset made from a built one by per-batch transformations (tf.data's
     `map`, `prefetch`, `with_options`; Grain's `map`, `random_map`,
-    `map_with_index`; see `kerasbatch.builders.derived`) has the same
+    `map_with_index`; see `kerasbatch.engines.derived`) has the same
     batches, changed one by one: it is served by the same copy.
 
     Args:
@@ -62,7 +62,7 @@ def builder_of(dataset):
     >>> kerasbatch.builders.builder_of(train.repeat())
     Traceback (most recent call last):
     ...
-    kerasbatch.builders.derived.DerivedDatasetError: This dataset (_RepeatDataset) is made by repeat() from a dataset a kerasbatch builder built, ...
+    kerasbatch.engines.derived.DerivedDatasetError: This dataset (_RepeatDataset) is made by repeat() from a dataset a kerasbatch builder built, ...
     """
     return _SERVING[built_dataset(dataset)]
 
@@ -76,7 +76,7 @@ def built_dataset(dataset):
 
 def derivation(dataset):
     """`(built, chain)`: the built dataset under `dataset`, and the per-batch
-    transformations from `dataset` down to it (`kerasbatch.builders.derived`;
+    transformations from `dataset` down to it (`kerasbatch.engines.derived`;
     empty for a built dataset). Raises as `builder_of`."""
     found = derived.trace(dataset, _is_built)
     if found is None:

@@ -6,11 +6,11 @@ import keras
 import numpy as np
 
 from kerasbatch import checks
-from kerasbatch import model_inputs as model_inputs_lib
-from kerasbatch import padding as padding_lib
-from kerasbatch import plan as plan_lib
-from kerasbatch import remainders as remainders_lib
 from kerasbatch.config import Configurable
+from kerasbatch.data import model_inputs as model_inputs_lib
+from kerasbatch.data import padding as padding_lib
+from kerasbatch.planning import plan as plan_lib
+from kerasbatch.planning import remainders as remainders_lib
 
 OVERFLOW_POLICIES = ("error", "truncate", "drop")
 

@@ -8,12 +8,12 @@ that their graphs read.
 
 import keras
 
-from kerasbatch import plan as plan_lib
-from kerasbatch.builders import replicas as replicas_lib
 from kerasbatch.builders import serving as serving_lib
 from kerasbatch.builders.settings import Settings
-from kerasbatch.engines import tf_data
+from kerasbatch.engines.tf_data import batch as tf_data
+from kerasbatch.engines.tf_data import distribute as replicas_lib
 from kerasbatch.optional import tensorflow as tf
+from kerasbatch.planning import plan as plan_lib
 
 REMAINDERS = Settings.remainders
 
@@ -46,7 +46,7 @@ class SharedSettings(serving_lib.Serving, Settings):
         padded to that batch's length: all replicas train on the same bucket
         and shape at every step, run the plan's number of steps, and one
         epoch holds every element exactly once across all replicas (see
-        `kerasbatch.builders.replicas`). A `kerasbatch.StreamBucketBuilder`
+        `kerasbatch.engines.tf_data.distribute`). A `kerasbatch.StreamBucketBuilder`
         pipeline (one per worker) reads the whole input and keeps its
         replicas' parts. Epochs, `set_epoch`,
         `statistics()` and the callbacks are those of the built dataset.

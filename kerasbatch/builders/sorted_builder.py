@@ -2,8 +2,8 @@
 
 import keras
 
-from kerasbatch import batching
 from kerasbatch.builders.base import Builder
+from kerasbatch.planning import batching
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")

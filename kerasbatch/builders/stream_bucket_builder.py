@@ -4,20 +4,22 @@ bounded memory."""
 import keras
 import numpy as np
 
-from kerasbatch import boundaries as boundaries_lib
-from kerasbatch import checks, engines, optional, outputs, sources
-from kerasbatch import padding as padding_lib
-from kerasbatch import plan as plan_lib
-from kerasbatch import remainders as remainders_lib
-from kerasbatch.buckets import Buckets
-from kerasbatch.builders import service as service_lib
-from kerasbatch.builders import serving, stream_blocks
-from kerasbatch.builders import stream_counters as counters_lib
+from kerasbatch import checks, engines, optional
+from kerasbatch.builders import serving
 from kerasbatch.builders.base import SharedSettings
 from kerasbatch.builders.bucket_builder import AUTO, BucketSettings
-from kerasbatch.builders.stream_elements import StreamElements
-from kerasbatch.engines.tf_data import checkpointable
+from kerasbatch.data import outputs, sources
+from kerasbatch.data import padding as padding_lib
+from kerasbatch.data.stream_elements import StreamElements
+from kerasbatch.engines import stream_counters as counters_lib
+from kerasbatch.engines.tf_data import service as service_lib
+from kerasbatch.engines.tf_data import stream_blocks
+from kerasbatch.engines.tf_data.batch import checkpointable
 from kerasbatch.optional import tensorflow as tf
+from kerasbatch.planning import boundaries as boundaries_lib
+from kerasbatch.planning import plan as plan_lib
+from kerasbatch.planning import remainders as remainders_lib
+from kerasbatch.planning.buckets import Buckets
 
 #: Dataset functions run as written: no AutoGraph conversion (nor its cost).
 
@@ -51,7 +53,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
     leave, padded, while the rest waits. Memory holds `buffer_size` elements
     and at most one partial batch per bucket, whatever the size of the data.
     All of this runs on blocks of elements, never one element at a time
-    (`kerasbatch.builders.stream_blocks`); `build(..., batched=True)` takes
+    (`kerasbatch.engines.tf_data.stream_blocks`); `build(..., batched=True)` takes
     blocks as they come from a batched parser, the fastest input.
 
     Batches are sized and padded by the rules of `BucketBuilder`: one
@@ -94,7 +96,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
     Args:
         boundaries: a strictly increasing list of positive ints, `"auto"`
             (the `"optimal"` strategy) or a strategy name of
-            `kerasbatch.boundaries`; strategies need `lengths` at `build`.
+            `kerasbatch.planning.boundaries`; strategies need `lengths` at `build`.
         num_buckets: buckets for a boundary strategy (ignored with a list).
         batch_size: one batch size for every bucket (default 32 when none of
             `batch_size`, `bucket_batch_sizes` and `max_tokens` is given).
@@ -382,7 +384,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                     "pass an iterable (a list, a Grain dataset) or a function "
                     "that returns a new iterator."
                 )
-        from kerasbatch.engines import numpy_stream, processes
+        from kerasbatch.engines import processes
+        from kerasbatch.engines.numpy import stream as numpy_stream
 
         try:
             first = next(numpy_stream.open_source(source))
@@ -794,7 +797,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
 
     def _epoch_batches(self, dataset, epoch, shard_hint=False, whole_input=True):
         """The batches of one epoch, made block by block
-        (`kerasbatch.builders.stream_blocks`): no function runs per element.
+        (`kerasbatch.engines.tf_data.stream_blocks`): no function runs per element.
 
         With the lengths given to `build`, an element longer than its
         bucket's longest length there fails (`_prepare_block`), and when
@@ -994,7 +997,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
         """One batch in the input structure, with what the statistics count.
 
         Returns `(element, counted, shape, full)`: the counters' increment
-        (`kerasbatch.builders.stream_counters`), the
+        (`kerasbatch.engines.stream_counters`), the
         batch's shape as a string `"size,length,..."`, and whether it is a
         full batch (what `drop_remainder` keeps). Sums over the batch: no
         per-element work, no branches.
@@ -1061,7 +1064,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
 
     def _with_outputs(self, element, lengths, size):
         """`output_lengths`, `output_mask` and the weights of filler rows
-        (`kerasbatch.outputs`); `size`: the batch's real rows."""
+        (`kerasbatch.data.outputs`); `size`: the batch's real rows."""
         roles = list(element) if isinstance(element, tuple) else [element]
         roles += [None] * (len(sources.ROLES) - len(roles))
         by_name = {
@@ -1079,7 +1082,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
 
     def _finishes_batches(self):
         """Whether batches get more than the padded components: lengths,
-        masks, filler weights or model inputs (`kerasbatch.outputs`)."""
+        masks, filler weights or model inputs (`kerasbatch.data.outputs`)."""
         return bool(
             self.output_lengths
             or self.output_mask

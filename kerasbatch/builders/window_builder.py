@@ -5,14 +5,16 @@ import dataclasses
 import keras
 import numpy as np
 
-from kerasbatch import checks, optional, orders, outputs, sources
-from kerasbatch import reducers as reducers_lib
+from kerasbatch import checks, optional
 from kerasbatch.builders.base import Builder
-from kerasbatch.builders.prepared import Prepared
-from kerasbatch.engines import numpy_batches
-from kerasbatch.engines.tf_data import BatchFunction
+from kerasbatch.data import outputs, sources
+from kerasbatch.data import reducers as reducers_lib
+from kerasbatch.data.padding import Padding
+from kerasbatch.engines.numpy import batches as numpy_batches
+from kerasbatch.engines.tf_data.batch import BatchFunction
 from kerasbatch.optional import tensorflow as tf
-from kerasbatch.padding import Padding
+from kerasbatch.planning import orders
+from kerasbatch.planning.prepared import Prepared
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
@@ -24,7 +26,7 @@ class WindowBuilder(Builder):
     exactly as `tf.data.Dataset.window(size, shift, stride, drop_remainder)`:
     window k starts at element `k * shift` and holds the elements `start,
     start + stride, ...`, `size` of them (fewer at the end, unless
-    `drop_remainder`). Then a reducer per component (`kerasbatch.reducers`)
+    `drop_remainder`). Then a reducer per component (`kerasbatch.data.reducers`)
     turns the window's elements into the batch: pad x, stack the labels,
     count, or a user's own `kerasbatch.Reducer`.
 
@@ -36,7 +38,7 @@ class WindowBuilder(Builder):
     `drop_remainder=False`.
 
     Components are named `"x"`, `"y"`, `"sample_weight"` or by their dict keys
-    (`kerasbatch.sources.component_name`). Besides the inputs of
+    (`kerasbatch.data.sources.component_name`). Besides the inputs of
     `kerasbatch.builders.Builder.build`, a component may be a list of
     `tf.SparseTensor`s of one rank (a sparse component: its length is the
     first dimension) or an array of strings (per-example). `statistics()`
@@ -82,7 +84,7 @@ class WindowBuilder(Builder):
     ...     tf.TensorSpec((), tf.string), tf.TensorSpec((None,), tf.int32)))
     >>> builder = kerasbatch.WindowBuilder(
     ...     size=2, shift=2, shuffle=False,
-    ...     reducers={"x": "dense", "y": kerasbatch.reducers.PaddedBatch(length=2)})
+    ...     reducers={"x": "dense", "y": kerasbatch.data.reducers.PaddedBatch(length=2)})
     >>> for x, y in builder.build_from_dataset(dataset):
     ...     print(x.numpy().tolist(), y.numpy().tolist())
     [b'a', b'b'] [[1, 0], [2, 0]]
@@ -571,7 +573,7 @@ class SparseComponent:
     dimension; the other dimensions may vary too.
 
     Attributes:
-        name, role, key: as `kerasbatch.sources.Component`.
+        name, role, key: as `kerasbatch.data.sources.Component`.
         indices: int64 `(entries, rank)`: every element's entries in turn,
             each in row-major order.
         values: `(entries,)` the entries' values.

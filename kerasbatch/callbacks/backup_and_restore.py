@@ -6,8 +6,8 @@ import warnings
 
 import keras
 
-from kerasbatch.builders.derived import DerivedDatasetError
 from kerasbatch.builders.serving import builder_of, built_dataset
+from kerasbatch.engines.derived import DerivedDatasetError
 
 POSITION_FILE = "data_position.json"
 
@@ -45,7 +45,7 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         dataset: the dataset `model.fit` trains on, built with
             `engine="python"` or `engine="grain"` (or a Grain dataset made
             from one by `map` and the other per-batch transformations of
-            `kerasbatch.builders.derived`).
+            `kerasbatch.engines.derived`).
         save_freq: `"epoch"` or a number of batches (as Keras' callback).
         double_checkpoint: keep the previous backup too (as Keras').
         delete_checkpoint: delete the backup when `fit` ends (as Keras').

@@ -26,15 +26,15 @@ import weakref
 
 import keras
 
-from kerasbatch import costs
 from kerasbatch.builders.serving import builder_of
+from kerasbatch.planning import costs
 
 #: More distinct shapes than this over the fit's epochs (or than a bucket
 #: builder's buckets, if more) are worth a warning.
 MANY_SHAPES = 16
 
 #: Seconds to compile one shape, measured for a 4-layer Transformer
-#: encoder (width 256) with JAX on a GPU (`kerasbatch.costs`): the
+#: encoder (width 256) with JAX on a GPU (`kerasbatch.planning.costs`): the
 #: warning's scale.
 MEASURED_SECONDS_PER_SHAPE = costs.BACKEND_COSTS["jax"]["gpu"].seconds_per_shape
 #: Where `MEASURED_SECONDS_PER_SHAPE` was measured, as the warning says it.

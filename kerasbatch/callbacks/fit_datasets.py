@@ -1,9 +1,9 @@
 """Which built datasets a callback reports on: the one `model.fit` trains on,
 and the one it validates on."""
 
-from kerasbatch.builders.derived import DerivedDatasetError
 from kerasbatch.builders.serving import builder_of, built_dataset
 from kerasbatch.builders.shared import SharedSettings
+from kerasbatch.engines.derived import DerivedDatasetError
 
 
 def checked_builder(builder, caller):
@@ -24,7 +24,7 @@ def fit_sources(builder, dataset, validation_data, caller):
     `build` call (`kerasbatch.builders.builder_of`), whose `statistics()` and
     `running_positions()` describe exactly its batches. A dataset made from
     a built one by per-batch transformations (`map`, `prefetch`, ...; see
-    `kerasbatch.builders.derived`) is described by the same copy.
+    `kerasbatch.engines.derived`) is described by the same copy.
 
     Args:
         builder: the builder given to the callback.

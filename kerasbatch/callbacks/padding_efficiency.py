@@ -31,7 +31,7 @@ class PaddingEfficiency(keras.callbacks.Callback):
     transformations (tf.data's `map`, `prefetch`, `with_options`; Grain's
     `map`, `random_map`, `map_with_index`), which keep every batch and its
     padding; other transformations (`filter`, `unbatch`, `repeat`, `take`,
-    ...) are an error that names them (`kerasbatch.builders.derived`).
+    ...) are an error that names them (`kerasbatch.engines.derived`).
 
     With `EpochReshuffle`, it warns at the first epoch's start when the
     model compiles per shape (XLA: `jit_compile`, the JAX backend) and the

@@ -7,11 +7,13 @@ import keras
 import numpy as np
 
 from kerasbatch import optional
-from kerasbatch.builders import derived, serving
+from kerasbatch.builders import serving
 from kerasbatch.builders.serving import builder_of
 from kerasbatch.callbacks.compile_shapes import compiles_per_shape
 from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
-from kerasbatch.engines import numpy_batches, tf_data
+from kerasbatch.engines import derived
+from kerasbatch.engines.numpy import batches as numpy_batches
+from kerasbatch.engines.tf_data import batch as tf_data
 from kerasbatch.optional import tensorflow as tf
 
 
@@ -74,7 +76,7 @@ class WarmUp(keras.callbacks.Callback):
         builder: the `kerasbatch` builder whose dataset `model.fit` trains on.
         dataset: the dataset `model.fit` trains on, as `builder.build`
             returned it or made from it by per-batch transformations
-            (`map`, `prefetch`, ...; `kerasbatch.builders.derived`): the
+            (`map`, `prefetch`, ...; `kerasbatch.engines.derived`): the
             warm-up runs its maps on the warm-up batches, so the model is
             compiled for the batches `fit` gives it. Needed when the builder
             built several datasets still in use, and when `fit` trains on a

@@ -4,7 +4,7 @@ epoch its latest iteration started.
 Every built dataset has one, apart from the builder's settings: the numpy
 engines (`grain`, `python`) keep it in Python (`EpochState`); the `tf.data`
 engine in CPU variables that its graph reads and advances
-(`kerasbatch.engines.tf_data.GraphEpochState`). Both answer the same
+(`kerasbatch.engines.tf_data.batch.GraphEpochState`). Both answer the same
 methods, which `set_epoch`, `last_started_epoch` and the callbacks use.
 """
 

@@ -15,8 +15,9 @@ after a restart, mid-epoch).
 """
 
 from kerasbatch import optional
-from kerasbatch.engines import grain_lengths, numpy_batches
+from kerasbatch.engines import grain_lengths
 from kerasbatch.engines.epoch_state import checked_state
+from kerasbatch.engines.numpy import batches as numpy_batches
 
 # This module is imported only by `build(..., engine="grain")`: Grain is
 # loaded here, with an error that says what needs it where it is missing.
@@ -187,7 +188,7 @@ class StreamDataset(grain.IterDataset):
     """
 
     def __init__(self, served, source):
-        from kerasbatch.engines import numpy_stream
+        from kerasbatch.engines.numpy import stream as numpy_stream
 
         super().__init__()
         self._stream = numpy_stream.StreamBatches(served, source)

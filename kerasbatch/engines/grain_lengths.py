@@ -14,7 +14,7 @@ number of batches every epoch yields (for a `StreamBucketBuilder`, where
 `build` was given the lengths). `install()` makes Keras read it: it wraps
 the adapter's `num_batches` so that, where Keras' own answer is None, it is
 `len()` of the dataset a kerasbatch builder returned (also through the
-per-batch transformations of `kerasbatch.builders.derived`: `map`,
+per-batch transformations of `kerasbatch.engines.derived`: `map`,
 `random_map`, `map_with_index`, ...). Keras then runs exactly that many
 steps per epoch and starts a new iteration for each, on every backend
 (JAX, torch, and TensorFlow, whose `tf.data` pipeline over the Grain

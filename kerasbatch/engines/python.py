@@ -24,8 +24,8 @@ import threading
 import keras
 
 from kerasbatch import engines
-from kerasbatch.engines import numpy_batches
 from kerasbatch.engines.epoch_state import checked_state
+from kerasbatch.engines.numpy import batches as numpy_batches
 
 #: Why `np.array(dataset)` fails: code that converts anything but a tf.data
 #: or Grain dataset to arrays (keras-hub's task models' `fit`) reads this.
@@ -277,7 +277,7 @@ class StreamDataset(_NotAnArray, keras.utils.PyDataset):
     """
 
     def __init__(self, served, source):
-        from kerasbatch.engines import numpy_stream
+        from kerasbatch.engines.numpy import stream as numpy_stream
 
         super().__init__()
         self._stream = numpy_stream.StreamBatches(served, source)

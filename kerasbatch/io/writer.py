@@ -5,9 +5,9 @@ import os
 
 import numpy as np
 
+from kerasbatch.data.sources import dtype_kind
 from kerasbatch.io import manifest as manifest_lib
 from kerasbatch.optional import tensorflow as tf
-from kerasbatch.sources import dtype_kind
 
 _OVERRIDE_KEYS = ("dtype", "shape", "var_len", "deserialize_type", "deserialize_args")
 _TF_COMPRESSION = {None: "", "zlib": "ZLIB", "gzip": "GZIP"}

@@ -7,7 +7,7 @@ import warnings
 import keras_tuner
 from sklearn.exceptions import ConvergenceWarning
 
-from kerasbatch import sources
+from kerasbatch.data import sources
 from kerasbatch.tuner import objectives
 from kerasbatch.tuner.compile_cost import CompileCost
 from kerasbatch.tuner.hypermodel import BucketHyperModel

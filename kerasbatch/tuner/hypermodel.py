@@ -2,9 +2,10 @@
 
 import keras_tuner
 
-from kerasbatch import engines, sources
+from kerasbatch import engines
 from kerasbatch.builders import BucketBuilder
 from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency, Throughput
+from kerasbatch.data import sources
 from kerasbatch.tuner.search_space import BucketSearchSpace
 
 

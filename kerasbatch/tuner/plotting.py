@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from kerasbatch import plotting
+from kerasbatch.tools import plotting
 from kerasbatch.tuner import objectives
 
 #: The figures `plot_trials` draws per trial, when trials recorded them.

@@ -4,9 +4,9 @@ import numbers
 
 import numpy as np
 
-from kerasbatch import boundaries as boundaries_lib
 from kerasbatch.builders import BucketBuilder
 from kerasbatch.config import Configurable
+from kerasbatch.planning import boundaries as boundaries_lib
 
 #: The hyperparameter names the search space declares.
 HYPERPARAMETERS = (
@@ -44,7 +44,7 @@ class BucketSearchSpace(Configurable):
 
     Args:
         num_buckets: numbers of buckets.
-        boundaries: boundary strategies of `kerasbatch.boundaries`
+        boundaries: boundary strategies of `kerasbatch.planning.boundaries`
             (`"uniform"`, `"quantile"`, `"equal_tokens"`, `"optimal"`).
         batch_size: fixed batch sizes (the same for every bucket). Empty to
             search token budgets only.

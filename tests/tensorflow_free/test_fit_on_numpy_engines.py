@@ -138,7 +138,7 @@ def test_epoch_reshuffle_resumes_at_the_initial_epoch(engine):
     )
     assert log.epochs == [2, 3]
     steps = len(dataset)
-    batches = kerasbatch.engines.numpy_batches.PlannedBatches(builder_of(dataset))
+    batches = kerasbatch.engines.numpy.batches.PlannedBatches(builder_of(dataset))
     for index, tokens in enumerate(model.trained):
         epoch, step = 2 + index // steps, index % steps
         np.testing.assert_array_equal(tokens, trained(batches.batch(epoch, step)))
@@ -231,7 +231,7 @@ def test_what_only_tf_data_batches_is_refused_by_name(engine):
 
 
 def test_the_demo_runs_without_tensorflow():
-    from kerasbatch.demo import run_demo
+    from kerasbatch.tools.demo import run_demo
 
     results = run_demo(num_sequences=200, epochs=1, verbose=0, engine="python")
     assert (

@@ -1,6 +1,6 @@
 """A stream's batches in numpy: `StreamBucketBuilder` on the numpy engines.
 
-The twin of the `tf.data` stream (`kerasbatch.builders.stream_blocks` and
+The twin of the `tf.data` stream (`kerasbatch.engines.tf_data.stream_blocks` and
 `StreamBucketBuilder`'s block functions), rule for rule: the elements of a
 Grain dataset or a Python iterable are read in blocks of
 `stream_blocks.BLOCK_ROWS`, each block is bucketed and cut at once, the
@@ -16,12 +16,14 @@ sequence components)` and the int64 fields of `stream_blocks.ROW_FIELDS`.
 
 import numpy as np
 
-from kerasbatch import optional, orders, outputs, remainders, sources
-from kerasbatch import padding as padding_lib
-from kerasbatch import plan as plan_lib
-from kerasbatch.builders import stream_blocks
-from kerasbatch.builders import stream_counters as counters_lib
-from kerasbatch.engines.numpy_batches import pad_rows, ragged_range
+from kerasbatch import optional
+from kerasbatch.data import outputs, sources
+from kerasbatch.data import padding as padding_lib
+from kerasbatch.engines import stream_counters as counters_lib
+from kerasbatch.engines.numpy.batches import pad_rows, ragged_range
+from kerasbatch.engines.tf_data import stream_blocks
+from kerasbatch.planning import orders, remainders
+from kerasbatch.planning import plan as plan_lib
 
 #: Sorts last: the key of a batch that does not leave.
 _LAST = np.iinfo(np.int64).max

@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from kerasbatch import sources
+from kerasbatch.data import sources
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Component:
 
     Attributes:
         name: the name it is padded and reported under
-            (`kerasbatch.sources.component_name`).
+            (`kerasbatch.data.sources.component_name`).
         role: `"x"`, `"y"` or `"sample_weight"`.
         key: its dict key inside the role, or None.
         dtype: its numpy dtype.
@@ -181,7 +181,7 @@ class StreamElements:
     def aligned(self):
         """`(reference, other, template)` of every pair of sequence
         components that must have equal lengths, as the in-memory builders
-        check (`kerasbatch.sources`): per-frame targets follow a single x,
+        check (`kerasbatch.data.sources`): per-frame targets follow a single x,
         per-frame weights their targets. `reference` and `other` are
         sequence columns; `template` is the error, formatted with the
         element's index and the other's length."""

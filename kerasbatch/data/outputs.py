@@ -3,12 +3,12 @@
 Shared by the in-memory builders and `kerasbatch.StreamBucketBuilder`: both
 give a batch's `x`, `y` and `sample_weight` (each a tensor, a dict, or None)
 and the kept length of every sequence component, by component name
-(`kerasbatch.sources.component_name`).
+(`kerasbatch.data.sources.component_name`).
 """
 
 import numpy as np
 
-from kerasbatch import sources
+from kerasbatch.data import sources
 from kerasbatch.optional import tensorflow as tf
 
 
@@ -42,7 +42,7 @@ def finish_batch(
     Example:
 
     >>> import tensorflow as tf
-    >>> from kerasbatch.outputs import finish_batch
+    >>> from kerasbatch.data.outputs import finish_batch
     >>> x, y = tf.ones([2, 3]), tf.ones([2, 3])
     >>> lengths = {"x": tf.constant([3, 1], tf.int64),
     ...            "y": tf.constant([3, 1], tf.int64)}

@@ -9,7 +9,7 @@ batch function (`PackedBuilder`, `ChunkBuilder`).
 
 import numpy as np
 
-from kerasbatch import outputs, sources
+from kerasbatch.data import outputs, sources
 from kerasbatch.engines import processes
 
 
@@ -29,7 +29,7 @@ class PlannedBatches:
     >>> import kerasbatch
     >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
     >>> dataset = builder.build([np.ones(n) for n in (1, 2, 3)], engine="python")
-    >>> batches = kerasbatch.engines.numpy_batches.PlannedBatches(
+    >>> batches = kerasbatch.engines.numpy.batches.PlannedBatches(
     ...     kerasbatch.builders.builder_of(dataset))
     >>> batches.num_batches, batches.batch(0, 1).shape
     (2, (1, 3))

@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 
-from kerasbatch import plan as plan_lib
+from kerasbatch.planning import plan as plan_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,7 +262,7 @@ class PackedPlan:
 
     def shapes(self):
         """The distinct `(rows, sequence_length of every component)` the
-        epoch feeds, sorted (as `kerasbatch.plan.BatchPlan.shapes`)."""
+        epoch feeds, sorted (as `kerasbatch.planning.plan.BatchPlan.shapes`)."""
         rows = np.unique(self.batch_rows)
         lengths = np.full((len(rows), len(self.component_names)), self.sequence_length)
         return np.column_stack([rows, lengths]).astype(np.int64)

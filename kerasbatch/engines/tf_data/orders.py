@@ -1,7 +1,7 @@
 """The seam where a plan becomes tensors: an epoch's batches, in-graph.
 
 `GraphOrder(order, seed).batch_rows(epoch)` computes with TensorFlow ops exactly
-the batches `kerasbatch.orders.EpochOrder.batches` computes in NumPy (the
+the batches `kerasbatch.planning.orders.EpochOrder.batches` computes in NumPy (the
 same hash, the same stable sorts), from constants fixed at `build` and the
 epoch as a tensor. A built dataset therefore holds no Python callback: its
 graph can be serialised (tf.data service, `tf.distribute`) and its iterator
@@ -16,12 +16,13 @@ as large as the units (`GraphPackedOrder` still hashes such ranges).
 
 import numpy as np
 
-from kerasbatch import orders, sources
+from kerasbatch.data import sources
 from kerasbatch.optional import tensorflow as tf
+from kerasbatch.planning import orders
 
 
 def mix64(z):
-    """`kerasbatch.orders.mix64` on a uint64 tensor."""
+    """`kerasbatch.planning.orders.mix64` on a uint64 tensor."""
     z = tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(30))) * _u64(
         orders.MIX1
     )
@@ -32,7 +33,7 @@ def mix64(z):
 
 
 def hash31(seed, epoch, stream, count):
-    """`kerasbatch.orders.hash31` with int64 tensors `epoch`, `count` and
+    """`kerasbatch.planning.orders.hash31` with int64 tensors `epoch`, `count` and
     (or an int) `stream`."""
     return hash31_at(seed, epoch, stream, tf.range(tf.cast(count, tf.int64)))
 
@@ -72,7 +73,7 @@ class GraphOrder:
     all at once (`batch_rows`).
 
     Args:
-        order: a `kerasbatch.orders.EpochOrder`.
+        order: a `kerasbatch.planning.orders.EpochOrder`.
         seed: the builder's int seed.
         chunk_units: chunks sort at least this many units (`chunks`;
             default `CHUNK_UNITS`).
@@ -240,11 +241,11 @@ def chunks(groups, max_chunks=MAX_CHUNKS, chunk_units=CHUNK_UNITS):
 
 
 class GraphPackedOrder:
-    """A `kerasbatch.orders.PackedOrder` whose epochs are computed in-graph
+    """A `kerasbatch.planning.orders.PackedOrder` whose epochs are computed in-graph
     (as `GraphOrder`, from tensors made once).
 
     Args:
-        order: a `kerasbatch.orders.PackedOrder`.
+        order: a `kerasbatch.planning.orders.PackedOrder`.
         seed: the builder's int seed.
     """
 

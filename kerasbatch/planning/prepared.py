@@ -4,7 +4,7 @@
 `Prepared` value: every element's lengths, what the overflow policy left and
 cut, the resolved paddings and the per-element cut limits and bucket bounds.
 Every plan is a pure function of that value, the builder's
-`kerasbatch.orders.EpochOrder` (made from it), the seed and the epoch.
+`kerasbatch.planning.orders.EpochOrder` (made from it), the seed and the epoch.
 Builders that resolve more (buckets, chunks, windows) extend it with a frozen
 subclass of their own; nothing changes a `Prepared` value once made (its
 arrays are read-only), so a built dataset's plans cannot drift from its data.
@@ -21,7 +21,7 @@ class Prepared:
     """The data of one build and what planning resolved from it.
 
     Attributes:
-        data: the `kerasbatch.sources.SequenceData` (lengths only after
+        data: the `kerasbatch.data.sources.SequenceData` (lengths only after
             `adapt`).
         lengths: int64 length of every planned element (its longest
             sequence component).
@@ -33,7 +33,7 @@ class Prepared:
         component_lengths: `{sequence component name: int64 length of every
             planned element}`.
         element_limits: int64 cut length of every element
-            (`kerasbatch.plan.NO_LIMIT`: none).
+            (`kerasbatch.planning.plan.NO_LIMIT`: none).
         element_bounds: int bucket padding bound of every element, or None.
     """
 

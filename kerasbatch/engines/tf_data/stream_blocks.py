@@ -26,9 +26,9 @@ batches are a pure function of the seed, the epoch and the input.
 
 import numpy as np
 
-from kerasbatch import epochs as epochs_lib
-from kerasbatch import orders
+from kerasbatch.engines.tf_data import orders as epochs_lib
 from kerasbatch.optional import tensorflow as tf
+from kerasbatch.planning import orders
 
 #: The per-row int64 fields of rows, beside "values" and "lengths".
 ROW_FIELDS = ("bucket", "index", "truncated", "truncated_positions")
@@ -233,7 +233,7 @@ class BlockBucketer:
 
     def _draw(self, seeds, draw, count):
         """`count` hashes in `[0, 2**31)` of `(seed, epoch, emission)` and
-        the `draw` (the rule of `kerasbatch.orders.hash31`, as the planned
+        the `draw` (the rule of `kerasbatch.planning.orders.hash31`, as the planned
         builders' epochs)."""
         stream = orders.emission_stream(seeds[2], draw)
         return epochs_lib.hash31(self.seed, seeds[1], stream, count)

@@ -10,7 +10,7 @@ to the service carries its epochs as data:
   `initial_epoch + i // num_batches`);
 - a `scan` keeps the batch arguments of the epoch running on that worker,
   computed in the graph from `(seed, epoch)` exactly as the local pipeline
-  does (`kerasbatch.epochs`) and recomputed only when the epoch changes;
+  does (`kerasbatch.engines.tf_data.orders`) and recomputed only when the epoch changes;
 - the batch function gathers and pads the batch, on the worker.
 
 The graph holds no Python and no client state, so it can be serialised and

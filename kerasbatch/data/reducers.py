@@ -27,8 +27,8 @@ import dataclasses
 import keras
 
 from kerasbatch.config import Configurable
+from kerasbatch.data.padding import Padding
 from kerasbatch.optional import tensorflow as tf
-from kerasbatch.padding import Padding
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +122,7 @@ class Reducer:
     ...     init_fn=lambda _: 0,
     ...     reduce_fn=lambda state, value: state + 1,
     ...     finalize_fn=lambda state: state)
-    >>> int(count.reduce(kerasbatch.reducers.Window(tf.range(10))))
+    >>> int(count.reduce(kerasbatch.data.reducers.Window(tf.range(10))))
     10
     """
 
@@ -324,7 +324,7 @@ def get(identifier):
         if not isinstance(reducer, Reducer | _BuiltinReducer):
             raise ValueError(
                 f"{identifier!r} is not the config of a reducer (make one "
-                "with kerasbatch.reducers.serialize)."
+                "with kerasbatch.data.reducers.serialize)."
             )
         return reducer
     raise TypeError(

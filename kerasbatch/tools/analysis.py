@@ -1,7 +1,7 @@
 """`kerasbatch.analyze`: what each way of batching costs on your lengths, before training.
 
 `analyze(lengths)` plans the epochs of every candidate builder from the
-lengths alone, with the builders' own planning (`kerasbatch.batching`:
+lengths alone, with the builders' own planning (`kerasbatch.planning.batching`:
 exact, no tensor is built, and neither Keras nor TensorFlow is imported),
 and tabulates padding efficiency, distinct batch shapes (what XLA and JAX
 compile once each), steps per epoch and real tokens per step. It then
@@ -18,7 +18,7 @@ for attention:
                 + steps of all epochs × seconds_per_step
                 + distinct shapes of all epochs × seconds_per_shape
 
-with the costs of `kerasbatch.costs.BACKEND_COSTS` (measured on the
+with the costs of `kerasbatch.planning.costs.BACKEND_COSTS` (measured on the
 hardware each names) or of a `CompileCost` measured on your own model.
 `python -m kerasbatch analyze` runs it from the command line.
 """
@@ -30,11 +30,11 @@ import sys
 
 import numpy as np
 
-from kerasbatch import batching
-from kerasbatch import costs as costs_lib
-from kerasbatch import plan as plan_lib
-from kerasbatch.costs import BackendCosts
-from kerasbatch.lengths import read_lengths
+from kerasbatch.planning import batching
+from kerasbatch.planning import costs as costs_lib
+from kerasbatch.planning import plan as plan_lib
+from kerasbatch.planning.costs import BackendCosts
+from kerasbatch.tools.lengths import read_lengths
 
 __all__ = ["Analysis", "StrategyRow", "analyze", "check_plot_path"]
 
@@ -57,7 +57,7 @@ class StrategyRow:
     """One way of batching the lengths, and what its epochs cost.
 
     Every figure comes from the builders' own planning
-    (`kerasbatch.batching`), so it is what `builder.statistics()` and
+    (`kerasbatch.planning.batching`), so it is what `builder.statistics()` and
     `builder.batch_shapes()` report after `build` on data of these lengths.
 
     Attributes:
@@ -383,7 +383,7 @@ class Analysis:
             ImportError: matplotlib is not installed.
             FileNotFoundError: the folder of `path` does not exist.
         """
-        from kerasbatch import plotting
+        from kerasbatch.tools import plotting
 
         if path is None:
             import matplotlib.pyplot as plt
@@ -502,7 +502,7 @@ def analyze(
             the one in Keras' `keras.json`, else Keras' default,
             `"tensorflow"`), read without importing Keras.
         device: `"cpu"` or `"gpu"`: the hardware whose costs
-            (`kerasbatch.costs.BACKEND_COSTS`) the estimate uses. Default: `"gpu"` where this
+            (`kerasbatch.planning.costs.BACKEND_COSTS`) the estimate uses. Default: `"gpu"` where this
             machine shows an NVIDIA GPU (and `CUDA_VISIBLE_DEVICES` does not
             hide it), else `"cpu"`.
         compile_seconds_per_shape: seconds to compile a batch shape, which
@@ -694,7 +694,7 @@ class _Strategy:
 
 def _strategies(lengths, batch_size, max_tokens, sequence_lengths, num_buckets, seed):
     """Every row's `_Strategy`, planned as the builders plan (each calls
-    `kerasbatch.batching` as below, with these arguments' defaults)."""
+    `kerasbatch.planning.batching` as below, with these arguments' defaults)."""
     everything = np.arange(len(lengths), dtype=np.int64)
     limits = np.broadcast_to(np.int64(plan_lib.NO_LIMIT), lengths.shape)
     components = {"x": lengths}

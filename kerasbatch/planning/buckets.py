@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from kerasbatch import plan as plan_lib
+from kerasbatch.planning import plan as plan_lib
 
 
 @dataclasses.dataclass(frozen=True)

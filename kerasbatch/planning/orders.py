@@ -19,7 +19,7 @@ which NumPy and TensorFlow ops compute bit for bit alike):
 - batches are taken in the stable order of their hashes (`shuffle_batches`).
 
 `EpochOrder.batches` computes an epoch in NumPy (the plan that statistics
-describe); `kerasbatch.epochs` computes the very same batches with
+describe); `kerasbatch.engines.tf_data.orders` computes the very same batches with
 TensorFlow ops inside the `tf.data` graph, so a built dataset calls no
 Python: it can be serialised, checkpointed mid-epoch and run where the
 builder is not. This module imports no TensorFlow.
@@ -29,7 +29,7 @@ import dataclasses
 
 import numpy as np
 
-from kerasbatch import remainders
+from kerasbatch.planning import remainders
 
 #: Streams of the hash, so that unit, batch and slot orders are independent.
 UNIT_STREAM = 0
@@ -77,7 +77,7 @@ def mix64(z):
 def hash31(seed, epoch, stream, count):
     """`count` pseudo-random int64 values in `[0, 2**31)` for `(seed, epoch)`.
 
-    Value i is a hash of `(seed, epoch, stream, i)`; `kerasbatch.epochs`
+    Value i is a hash of `(seed, epoch, stream, i)`; `kerasbatch.engines.tf_data.orders`
     computes the same values with TensorFlow ops.
 
     Example:
@@ -257,7 +257,7 @@ def compact(values):
     """Non-negative int `values` as int32 when they fit (else int64).
 
     A converted array starts on a 64-byte boundary, as
-    `kerasbatch.sources.aligned_empty` allocates: TensorFlow can read it in
+    `kerasbatch.data.sources.aligned_empty` allocates: TensorFlow can read it in
     place (the `tf.data` engine's tensors of an order share its memory).
     """
     values = np.asarray(values)
@@ -277,7 +277,7 @@ class PackedOrder:
     """Packed rows fixed at build, and how epochs reshuffle them.
 
     Which rows a packing forms (how many, and the lengths in each) depends
-    only on the multiset of lengths (`kerasbatch.packing.pack`), so the
+    only on the multiset of lengths (`kerasbatch.planning.packing.pack`), so the
     deterministic packing is computed once; every epoch then, by hash:
 
     - elements of equal length trade places (the k-th slot of length L takes
@@ -306,7 +306,7 @@ class PackedOrder:
 
     @classmethod
     def of_packing(cls, candidates, lengths, packing, batch_size, remainder, shuffle):
-        """From a deterministic `kerasbatch.packing.Packing` of `lengths`."""
+        """From a deterministic `kerasbatch.planning.packing.Packing` of `lengths`."""
         candidates = np.asarray(candidates, np.int64)
         lengths = np.asarray(lengths, np.int64)
         rank = np.empty(len(lengths), np.int64)

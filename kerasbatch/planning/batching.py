@@ -12,8 +12,8 @@ with lengths alone, so what `analyze` reports is what the builders feed.
 - buckets: `resolve_boundaries`, `bucket_layout` (every element's bucket,
   cut limit and padding bound) and the token budget's batch size
   (`budget_batch_size`);
-- an epoch's plan from its order: `batch_plan` (a `kerasbatch.plan.BatchPlan`)
-  and `packed_plan` (a `kerasbatch.packing.PackedPlan`).
+- an epoch's plan from its order: `batch_plan` (a `kerasbatch.planning.plan.BatchPlan`)
+  and `packed_plan` (a `kerasbatch.planning.packing.PackedPlan`).
 
 Paddings are `kerasbatch.Padding` values or their lengths (`"batch"`,
 `"bucket"` or an int): only the length matters to a plan. This module
@@ -24,15 +24,15 @@ import dataclasses
 
 import numpy as np
 
-from kerasbatch import boundaries as boundaries_lib
-from kerasbatch import orders, packing
-from kerasbatch import plan as plan_lib
-from kerasbatch.buckets import Buckets
+from kerasbatch.planning import boundaries as boundaries_lib
+from kerasbatch.planning import orders, packing
+from kerasbatch.planning import plan as plan_lib
+from kerasbatch.planning.buckets import Buckets
 
-#: `boundaries="auto"`: the `"optimal"` strategy of `kerasbatch.boundaries`.
+#: `boundaries="auto"`: the `"optimal"` strategy of `kerasbatch.planning.boundaries`.
 AUTO = "auto"
 #: The longest length every rule plans: sorted batches order elements by
-#: length in keys below `kerasbatch.orders.MAX_GROUP`.
+#: length in keys below `kerasbatch.planning.orders.MAX_GROUP`.
 MAX_LENGTH = orders.MAX_GROUP - 1
 
 
@@ -117,12 +117,12 @@ def packed_order(
 ):
     """Packed rows (`PackedBuilder`): the candidates (`lengths`: theirs)
     packed into rows of `sequence_length` positions by best-fit decreasing
-    (`kerasbatch.packing.pack`), the rows cut into batches of `batch_size`;
+    (`kerasbatch.planning.packing.pack`), the rows cut into batches of `batch_size`;
     which sequences of equal length share a row, their order in it and the
     rows' order change every epoch (with `shuffle`).
 
     Returns:
-        A `kerasbatch.orders.PackedOrder`.
+        A `kerasbatch.planning.orders.PackedOrder`.
 
     Example:
 
@@ -141,7 +141,7 @@ def packed_order(
 # ----------------------------------------------------------------- buckets
 def resolve_boundaries(boundaries, lengths, num_buckets):
     """The bucket boundaries: `boundaries` if a list, else that strategy of
-    `kerasbatch.boundaries` (`"auto"`: `"optimal"`) with `num_buckets` on
+    `kerasbatch.planning.boundaries` (`"auto"`: `"optimal"`) with `num_buckets` on
     `lengths` (those the buckets will hold).
 
     Example:
@@ -163,7 +163,7 @@ class BucketLayout:
     """Every element's bucket, and what the bucket makes of it.
 
     Attributes:
-        buckets: the `kerasbatch.buckets.Buckets`.
+        buckets: the `kerasbatch.planning.buckets.Buckets`.
         bucket_of: int bucket of every element (by its cut length).
         element_limits: int64 cut length of every element (truncation
             buckets cut to their lower bound).
@@ -324,10 +324,10 @@ def batch_plan(
     batch_multiple=1,
     pad_to_multiple=1,
 ):
-    """The `kerasbatch.plan.BatchPlan` of `epoch` of an `EpochOrder`.
+    """The `kerasbatch.planning.plan.BatchPlan` of `epoch` of an `EpochOrder`.
 
     Args:
-        order: the `kerasbatch.orders.EpochOrder`.
+        order: the `kerasbatch.planning.orders.EpochOrder`.
         seed, epoch: the epoch's draw.
         element_limits: int64 cut length of every element.
         element_bounds: int bucket padding bound of every element, or None.
@@ -379,10 +379,10 @@ def packed_plan(
     dropped,
     batch_multiple=1,
 ):
-    """The `kerasbatch.packing.PackedPlan` of `epoch` of a `PackedOrder`.
+    """The `kerasbatch.planning.packing.PackedPlan` of `epoch` of a `PackedOrder`.
 
     Args:
-        order: the `kerasbatch.orders.PackedOrder`.
+        order: the `kerasbatch.planning.orders.PackedOrder`.
         seed, epoch: the epoch's draw.
         sequence_length: positions per row.
         lengths: int64 length of every element.

@@ -12,8 +12,8 @@ given to `build`.
 import keras
 import numpy as np
 
-from kerasbatch import restore
 from kerasbatch.builders import ChunkBuilder, builder_of
+from kerasbatch.tools import restore
 
 
 def predict(model, dataset, *, per_frame=False, per_segment=False, verbose="auto"):

@@ -7,7 +7,7 @@
   it when an iteration starts (`start_in_graph`);
 - `BatchArguments` and `BatchFunction`: the seam where a batch of the plan
   becomes tensors, and the map that gathers, cuts and pads it (the twin of
-  `kerasbatch.engines.numpy_batches.BatchFunction`);
+  `kerasbatch.engines.numpy.batches.BatchFunction`);
 - `checkpointable`: the options every pipeline runs with.
 
 The builders assemble the pipelines from these (`_planned_dataset`).
@@ -18,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 import typing
 
-from kerasbatch import epochs as epochs_lib
-from kerasbatch import orders as orders_lib
-from kerasbatch import outputs, sources
-from kerasbatch import plan as plan_lib
+from kerasbatch.data import outputs, sources
+from kerasbatch.engines.tf_data import orders as epochs_lib
 from kerasbatch.optional import tensorflow as tf
+from kerasbatch.planning import orders as orders_lib
+from kerasbatch.planning import plan as plan_lib
 
 
 class GraphEpochState:
@@ -98,7 +98,7 @@ class EpochTensors:
     """What `Builder._batch_arguments` reads, made once per dataset.
 
     Attributes:
-        order: the `kerasbatch.epochs.GraphOrder` of the batches.
+        order: the `kerasbatch.engines.tf_data.orders.GraphOrder` of the batches.
         limits: cut length of every element (`per_element`).
         bounds: bucket padding bound of every element, or None (no
             component is padded to its bucket's bound).

@@ -235,7 +235,7 @@ def padded_length(padding, longest, bound, multiple):
         An int for a fixed length (it broadcasts), else of the kind of
         `longest` or `bound`.
 
-    >>> from kerasbatch.padding import Padding
+    >>> from kerasbatch.data.padding import Padding
     >>> padded_length(Padding(length="batch"), 13, None, 8)
     16
     >>> padded_length(Padding(length=12), 13, None, 8)

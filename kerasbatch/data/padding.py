@@ -7,7 +7,7 @@ import keras
 import ml_dtypes
 import numpy as np
 
-from kerasbatch import sources
+from kerasbatch.data import sources
 
 BATCH = "batch"
 BUCKET = "bucket"

@@ -249,7 +249,7 @@ class ModelInputs(Configurable):
     def apply(self, ops, x, y, sample_weight, lengths):
         """The batch `(x, y, sample_weight)` with these inputs, from the
         padded batch and its `lengths` by component name; `ops` computes
-        the values (`kerasbatch.outputs`' graph or numpy ops)."""
+        the values (`kerasbatch.data.outputs`' graph or numpy ops)."""
         entries = dict(x) if isinstance(x, dict) else {"x": x}
         if not self._needs_sequence():
             return self._named(ops, entries, None, None), y, sample_weight
@@ -342,7 +342,7 @@ def _checked_constants(constants):
 
 def component_names(data):
     """`(x's dict keys or None, x's sequence component names)` of
-    `kerasbatch.sources.SequenceData`, for `ModelInputs.check`."""
+    `kerasbatch.data.sources.SequenceData`, for `ModelInputs.check`."""
     parts = data.role_components("x")
     keys = None if data.structure["x"] == "single" else [c.key for c in parts]
     return keys, [c.name for c in parts if c.is_sequence]

@@ -49,7 +49,7 @@ class BackendCosts:
 
     Example:
 
-    >>> from kerasbatch.costs import BACKEND_COSTS
+    >>> from kerasbatch.planning.costs import BACKEND_COSTS
     >>> BACKEND_COSTS["torch"]["gpu"].seconds_per_step
     0.024
     >>> BACKEND_COSTS["jax"]["cpu"].compiles, BACKEND_COSTS["torch"]["cpu"].compiles

@@ -14,8 +14,8 @@ import os
 
 import numpy as np
 
-from kerasbatch import batching
-from kerasbatch import boundaries as boundaries_lib
+from kerasbatch.planning import batching
+from kerasbatch.planning import boundaries as boundaries_lib
 
 __all__ = ["TOKENS", "read_lengths"]
 
@@ -40,11 +40,11 @@ def read_lengths(source, *, features=None, tokens=None, tokenizer=None, verbose=
 
     Returns:
         A 1-D int64 array with at least one length, each in `[0,
-        kerasbatch.batching.MAX_LENGTH]`.
+        kerasbatch.planning.batching.MAX_LENGTH]`.
 
     Example:
 
-    >>> from kerasbatch.lengths import read_lengths
+    >>> from kerasbatch.tools.lengths import read_lengths
     >>> read_lengths([4, 2]).tolist()
     [4, 2]
     >>> read_lengths(["Apache License", "Version 2.0, January 2004"],
@@ -79,7 +79,7 @@ def read_lengths(source, *, features=None, tokens=None, tokenizer=None, verbose=
         if not source:
             raise ValueError("lengths is empty; need at least one length.")
         return _in_range(boundaries_lib.as_lengths(np.asarray(source)), "")
-    from kerasbatch import sources  # sequences as builders take them: Keras
+    from kerasbatch.data import sources  # sequences as builders take them: Keras
 
     return _in_range(sources.from_inputs(source).element_lengths(), "")
 

@@ -17,7 +17,7 @@ Example:
 >>> import matplotlib
 >>> matplotlib.use("Agg")
 >>> import numpy as np
->>> from kerasbatch import plotting
+>>> from kerasbatch.tools import plotting
 >>> lengths = np.random.default_rng(0).integers(1, 100, 1000)
 >>> ax = plotting.plot_lengths(lengths, boundaries=[20, 50])
 >>> ax.get_xlabel()
@@ -28,7 +28,7 @@ import numbers
 
 import numpy as np
 
-from kerasbatch import boundaries as boundaries_lib
+from kerasbatch.planning import boundaries as boundaries_lib
 
 __all__ = ["plot_efficiency", "plot_lengths"]
 
@@ -74,7 +74,7 @@ def plot_lengths(lengths, boundaries=None, ax=None, bins=None, title=None):
     >>> matplotlib.use("Agg")
     >>> import numpy as np
     >>> import kerasbatch
-    >>> from kerasbatch.plotting import plot_lengths
+    >>> from kerasbatch.tools.plotting import plot_lengths
     >>> rng = np.random.default_rng(0)
     >>> x = [rng.integers(1, 100, n) for n in rng.integers(1, 60, 500)]
     >>> builder = kerasbatch.BucketBuilder(num_buckets=4, batch_size=16)
@@ -138,7 +138,7 @@ def plot_efficiency(results, ax=None, title="Padding efficiency"):
 
     >>> import matplotlib
     >>> matplotlib.use("Agg")
-    >>> from kerasbatch.plotting import plot_efficiency
+    >>> from kerasbatch.tools.plotting import plot_efficiency
     >>> ax = plot_efficiency({"padded": 0.24, "bucketed": 0.95})
     >>> [tick.get_text() for tick in ax.get_xticklabels()]
     ['padded', 'bucketed']
@@ -172,7 +172,7 @@ def _import_pyplot():
         import matplotlib.pyplot as plt
     except ImportError as e:
         raise ImportError(
-            "kerasbatch.plotting needs matplotlib; install it with "
+            "kerasbatch.tools.plotting needs matplotlib; install it with "
             "`pip install matplotlib`."
         ) from e
     return plt

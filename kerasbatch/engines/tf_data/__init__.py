@@ -1,0 +1,10 @@
+"""The `tf.data` engine: plans turned into batches inside a graph.
+
+- `orders`: each epoch's order of batches, computed in the graph (the
+  twin of `kerasbatch.planning.orders`, bit for bit);
+- `batch`: the epoch counter in variables, and the map that gathers, cuts
+  and pads one batch;
+- `distribute`: each replica's part of every batch (`tf.distribute`);
+- `service`: epochs made by the workers of a tf.data service;
+- `stream_blocks`: a stream's buckets, planned block by block in the graph.
+"""
