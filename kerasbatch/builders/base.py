@@ -10,11 +10,13 @@ layers below it: `settings.Settings`, `serving.Serving`,
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from kerasbatch import checks
+from kerasbatch.builders.datasets import builder_of  # noqa: F401  (its old home)
 from kerasbatch.builders.planned_builder import PlannedBuilder
-from kerasbatch.builders.serving import builder_of  # noqa: F401  (its old home)
 from kerasbatch.builders.settings import (  # noqa: F401  (their old home)
     OVERFLOW_POLICIES,
     Settings,
@@ -23,13 +25,7 @@ from kerasbatch.builders.settings import (  # noqa: F401  (their old home)
 from kerasbatch.builders.shared import SharedSettings  # noqa: F401  (its old home)
 from kerasbatch.checks import checked_epoch  # noqa: F401  (its old home)
 from kerasbatch.data import model_inputs as model_inputs_lib
-from kerasbatch.engines.numpy import batches as numpy_batches
-from kerasbatch.engines.tf_data import batch as tf_data
-from kerasbatch.engines.tf_data import distribute as replicas_lib
-from kerasbatch.engines.tf_data import orders as epochs_lib
-from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import batching
-from kerasbatch.planning import plan as plan_lib
 from kerasbatch.planning import remainders as remainders_lib
 
 REMAINDERS = remainders_lib.REMAINDERS
@@ -297,13 +293,13 @@ class Builder(PlannedBuilder):
         return len(self._prepared.candidates) - int(self._order.sizes.sum())
 
     # ------------------------------------------------------------------- plan
-    def _make_plan(self, epoch):
-        """The `BatchPlan` of `epoch`."""
+    def _planner(self):
+        """`epoch -> BatchPlan` of the bound data."""
         prepared = self._prepared
-        return batching.batch_plan(
+        return functools.partial(
+            batching.batch_plan,
             self._order,
             self.seed,
-            epoch,
             element_limits=prepared.element_limits,
             element_bounds=prepared.element_bounds,
             component_lengths=prepared.component_lengths,
@@ -312,18 +308,6 @@ class Builder(PlannedBuilder):
             batch_multiple=self.batch_multiple,
             pad_to_multiple=self.pad_to_multiple,
         )
-
-    def _running_positions(self, num_batches):
-        plan = self.plan()
-        running = self._running
-        if running is None or running[0] is not plan:
-            real = np.cumsum(plan.real_positions.sum(axis=1))
-            padded = np.cumsum(plan.padded_positions().sum(axis=1))
-            running = self._running = (plan, real, padded)
-        count = min(int(num_batches), plan.num_batches)
-        if count <= 0:
-            return 0, 0
-        return int(running[1][count - 1]), int(running[2][count - 1])
 
     def element_batch(self, index, batch_size):
         """`batch_size` copies of element `index`, as the pipeline would batch it.
@@ -341,153 +325,16 @@ class Builder(PlannedBuilder):
         Returns:
             The batch, in the structure of the built dataset's elements.
         """
-        built = self._built()
-        if built is not self:
-            return built.element_batch(index, batch_size)
-        prepared = self._prepared
+        from kerasbatch.engines.tf_data import pipeline, rows
+
+        served = self._built_served(None, "element_batch")
+        built = served.built
+        prepared = built.prepared
         if prepared.data.lengths_only:
             raise RuntimeError("element_batch needs data: call build(), not adapt().")
         if not 0 <= index < len(prepared.lengths):
             raise IndexError(
                 f"index {index} is out of range for {len(prepared.lengths)} elements."
             )
-        indices = np.full(batch_size, index, dtype=np.int64)
-        limits = prepared.element_limits[[index]]
-        bounds = prepared.element_bounds
-        if bounds is not None:
-            bounds = bounds[[index]]
-        plan = plan_lib.make_plan(
-            epoch=0,
-            indices=indices,
-            batch_splits=np.array([0, batch_size], dtype=np.int64),
-            limits=limits,
-            bucket_bounds=bounds,
-            component_lengths=prepared.component_lengths,
-            paddings=prepared.paddings,
-            dropped=0,
-            pad_to_multiple=self.pad_to_multiple,
-        )
-        if self._probe_function is None:
-            self._probe_function = self._batch_function(None)
-        return self._probe_function(
-            tf_data.BatchArguments(
-                indices=tf.constant(indices),
-                size=tf.constant(batch_size, tf.int64),
-                rows=tf.constant(batch_size, tf.int64),
-                padded_lengths=tf.constant(plan.padded_lengths[0]),
-                limit=tf.constant(limits[0]),
-            )
-        )
-
-    # --------------------------------------------------------------- pipeline
-    def _pipeline(self, replicas):
-        num_batches = self.plan().num_batches
-        self._check_has_batches(num_batches)
-        sizes = np.unique(self.plan().batch_rows)
-        if replicas is not None:
-            batch_fn = self._batch_function(replicas.static_size(sizes))
-        else:
-            batch_fn = self._batch_function(int(sizes[0]) if len(sizes) == 1 else None)
-        with tf.device("/CPU:0"):  # captured by `_batch_arguments`
-            prepared = self._prepared
-            paddings = prepared.paddings
-            # Per-element tensors only where a padded length reads them.
-            bounds = prepared.element_bounds
-            if not any(_reads(paddings[name], "bucket") for name in paddings):
-                bounds = None
-            self._epoch_tensors = tf_data.EpochTensors(
-                order=epochs_lib.GraphOrder(self._order, self.seed),
-                limits=tf_data.per_element(prepared.element_limits),
-                bounds=None if bounds is None else tf_data.per_element(bounds),
-                columns=[
-                    (
-                        tf_data.per_element(lengths)
-                        if _reads(paddings[name], "batch")
-                        else None,
-                        paddings[name],
-                    )
-                    for name, lengths in prepared.component_lengths.items()
-                ],
-            )
-        return batch_fn, num_batches
-
-    def _batch_function(self, static_batch_size):
-        """The pipeline's `BatchArguments → batch` map."""
-        return tf_data.BatchFunction(self, static_batch_size)
-
-    def _numpy_batch_function(self):
-        return numpy_batches.BatchFunction(self)
-
-    def _epoch_batches(self, epoch):
-        """The batch function's arguments for every batch of `epoch` (a
-        tensor), as a dataset: the epoch's order computed once, the rows of
-        its batches made slice after slice (`GraphOrder.slices`), so that
-        only one slice of them is in memory."""
-        order = self._epoch_tensors.order
-        ordered, taken = order.epoch(epoch)
-        if order.slices == 1:
-            return tf.data.Dataset.from_tensor_slices(
-                self._slice_arguments(ordered, taken)
-            )
-        size = order.slice_batches
-
-        def one_slice(start):
-            arguments = self._slice_arguments(ordered, taken[start : start + size])
-            return tf.data.Dataset.from_tensor_slices(arguments)
-
-        starts = tf.data.Dataset.range(0, order.order.num_batches, size)
-        return starts.flat_map(one_slice)
-
-    def _batch_arguments(self, epoch):
-        """The `BatchArguments` of every batch of `epoch`, stacked, computed
-        in the graph as `make_plan` computes them."""
-        return self._slice_arguments(*self._epoch_tensors.order.epoch(epoch))
-
-    def _slice_arguments(self, ordered, taken):
-        """The `BatchArguments` of the batches `taken` (indices into
-        the order's batches), stacked, given the epoch's `ordered` units
-        (`GraphOrder.epoch`)."""
-        tensors = self._epoch_tensors
-        rows, sizes, capacities = tensors.order.rows(ordered, taken)
-        first = rows[:, 0]
-        batch_limits = tf_data.take(tensors.limits, first)
-        padded = [tf.zeros([tf.shape(rows)[0], 0], tf.int64)]
-        for lengths, padding in tensors.columns:
-            bound = longest = None
-            if _reads(padding, "bucket"):
-                bound = tf_data.take(tensors.bounds, first)
-            elif _reads(padding, "batch"):
-                # The longest kept element: the longest element, cut at the
-                # batch's limit (one limit per batch).
-                longest = tf.minimum(tf_data.longest(lengths, rows), batch_limits)
-            length = plan_lib.padded_length(
-                padding, longest, bound, self.pad_to_multiple
-            )
-            length = tf.broadcast_to(tf.cast(length, tf.int64), tf.shape(first))
-            padded.append(length[:, None])
-        return tf_data.BatchArguments(
-            indices=tf.cast(rows, tf.int64),
-            size=sizes,
-            rows=plan_lib.round_up(capacities, self.batch_multiple),
-            padded_lengths=tf.concat(padded, axis=1),
-            limit=batch_limits,
-        )
-
-    def _replica_parts(self, batch, replicas):
-        start, part = replicas.spans(batch.rows)
-        real = tf.clip_by_value(batch.size - start, 0, part)
-        return tf_data.BatchArguments(
-            indices=replicas_lib.take_parts(batch.indices, start, real, fill=-1),
-            size=real,
-            rows=part,
-            padded_lengths=tf.tile(
-                batch.padded_lengths[None], tf.stack([replicas.count, 1])
-            ),
-            limit=tf.fill([replicas.count], batch.limit),
-        )
-
-
-def _reads(padding, length):
-    """Whether `padding`'s length is the bucket's bound (`length="bucket"`)
-    or the batch's longest element (`"batch"`): not a fixed length."""
-    return padding.fixed_length is None and padding.length == length
+        function = pipeline.batches_part(served).batch_function_class(built, None)
+        return rows.element_batch(built, function, index, batch_size)

@@ -313,8 +313,7 @@ class BucketBuilder(BucketSettings, Builder):
 
     def longest_element(self, bucket):
         """The index of the longest (cut) element of `bucket`, or None if empty."""
-        built = self._built()
-        return built._longest_element(built._prepared, bucket)
+        return self._longest_element(self.built.prepared, bucket)
 
     def _longest_element(self, prepared, bucket):
         members = self._members(prepared, bucket)

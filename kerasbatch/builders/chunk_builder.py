@@ -8,9 +8,6 @@ import numpy as np
 from kerasbatch import checks
 from kerasbatch.builders.padded_builder import PaddedBuilder
 from kerasbatch.data.padding import Padding
-from kerasbatch.engines.numpy import batches as numpy_batches
-from kerasbatch.engines.tf_data.batch import BatchFunction
-from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import chunking
 from kerasbatch.planning.prepared import Prepared
 
@@ -103,6 +100,8 @@ class ChunkBuilder(PaddedBuilder):
     [array([1., 2., 3., 4., 5.]), array([1., 2., 3.])]
     """
 
+    batches = "chunks"
+
     def __init__(
         self,
         chunk_size,
@@ -193,7 +192,7 @@ class ChunkBuilder(PaddedBuilder):
     @property
     def sequence_lengths(self):
         """int64 frames of every built sequence (of the chunked components)."""
-        return self._built()._prepared.layout.sequence_lengths
+        return self.built.prepared.layout.sequence_lengths
 
     @property
     def chunk_table(self):
@@ -203,7 +202,7 @@ class ChunkBuilder(PaddedBuilder):
         table; chunks shorter than `min_chunk_size` are in it but never in a
         plan.
         """
-        return self._built()._prepared.layout.table
+        return self.built.prepared.layout.table
 
     def chunks(self, epoch=None):
         """The `ChunkTable` of `epoch`'s chunks, in the order they are batched.
@@ -397,81 +396,6 @@ class ChunkBuilder(PaddedBuilder):
             paddings=paddings,
             layout=layout,
         )
-
-    def _batch_function(self, static_batch_size):
-        return _ChunkBatchFunction(self, static_batch_size)
-
-    def _numpy_batch_function(self):
-        return _NumpyChunkBatchFunction(self)
-
-
-class _ChunkBatchFunction(BatchFunction):
-    """Cuts each planned chunk, with its context, out of its sequence."""
-
-    def __init__(self, builder, static_batch_size):
-        super().__init__(builder, static_batch_size)
-        table = builder.chunk_table
-        self.sequence = tf.constant(table.sequence)
-        self.offset = tf.constant(table.offset)
-        self.length = tf.constant(table.length)
-        self.chunk_context = builder._prepared.layout.context
-
-    def _gather(self, component, tensor, indices):
-        sequences = tf.gather(self.sequence, indices)
-        if component.name not in self.chunk_context:
-            return tf.gather(tensor, sequences)
-        left, right = self.chunk_context[component.name]
-        starts = tf.gather(self.offset, indices) - left
-        ends = starts + tf.gather(self.length, indices) + left + right
-        positions = tf.ragged.range(starts, ends)  # frames, may lie outside
-        sequence_of = tf.gather(sequences, positions.value_rowids())
-        frames = positions.flat_values
-        frames_in_sequence = tf.gather(tensor.row_lengths(), sequence_of)
-        inside = (frames >= 0) & (frames < frames_in_sequence)
-        values = tf.gather(
-            tensor.values,
-            tf.gather(tensor.row_splits, sequence_of)
-            + tf.clip_by_value(frames, 0, tf.maximum(frames_in_sequence - 1, 0)),
-        )
-        padding = tf.cast(self.paddings[component.name].value, tensor.dtype)
-        inside = tf.reshape(inside, [-1] + [1] * len(component.trailing_shape))
-        return positions.with_flat_values(tf.where(inside, values, padding))
-
-
-class _NumpyChunkBatchFunction(numpy_batches.BatchFunction):
-    """`_ChunkBatchFunction` in numpy, for the numpy engines."""
-
-    def __init__(self, builder):
-        super().__init__(builder)
-        self.table = builder.chunk_table
-        self.chunk_context = builder._prepared.layout.context
-
-    def gather(self, component, indices):
-        return component.values[self.table.sequence[indices]]
-
-    def rows(self, component, indices):
-        sequences = self.table.sequence[indices]
-        if component.name not in self.chunk_context:
-            return component.values, *_sequence_rows(component, sequences)
-        left, right = self.chunk_context[component.name]
-        lengths = self.table.length[indices] + left + right
-        frames = np.repeat(self.table.offset[indices] - left, lengths)
-        frames += numpy_batches.ragged_range(lengths)  # may lie outside
-        sequence_of = np.repeat(sequences, lengths)
-        starts, frames_in_sequence = _sequence_rows(component, sequence_of)
-        inside = (frames >= 0) & (frames < frames_in_sequence)
-        values = component.values[
-            starts + np.clip(frames, 0, np.maximum(frames_in_sequence - 1, 0))
-        ]
-        padding = np.asarray(self.paddings[component.name].value, values.dtype)
-        inside = inside.reshape([-1] + [1] * len(component.trailing_shape))
-        values = np.where(inside, values, padding)
-        return values, np.cumsum(lengths) - lengths, lengths
-
-
-def _sequence_rows(component, sequences):
-    """`(start, length)` of the rows `sequences` of a sequence component."""
-    return component.row_splits[sequences], component.lengths[sequences]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import typing
+import functools
 
 import keras
 import numpy as np
@@ -10,13 +10,7 @@ import numpy as np
 from kerasbatch import checks
 from kerasbatch.builders.planned_builder import PlannedBuilder
 from kerasbatch.data import model_inputs as model_inputs_lib
-from kerasbatch.data import outputs, sources
-from kerasbatch.engines.numpy import batches as numpy_batches
-from kerasbatch.engines.tf_data import distribute as replicas_lib
-from kerasbatch.engines.tf_data import orders as epochs_lib
-from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import batching
-from kerasbatch.planning import plan as plan_lib
 
 #: The default names of the inputs x gains: no keras-hub model takes them
 #: (a BERT's `segment_ids` are token types, 0 or 1, not packed segments).
@@ -149,6 +143,8 @@ class PackedBuilder(PlannedBuilder):
     >>> kerasbatch.PackedBuilder.from_config(builder.get_config()) == builder
     True
     """
+
+    batches = "packed"
 
     def __init__(
         self,
@@ -324,12 +320,12 @@ class PackedBuilder(PlannedBuilder):
                 "raise sequence_length."
             )
 
-    def _make_plan(self, epoch):
+    def _planner(self):
         prepared = self._prepared
-        return batching.packed_plan(
+        return functools.partial(
+            batching.packed_plan,
             self._order,
             self.seed,
-            epoch,
             sequence_length=self.sequence_length,
             lengths=prepared.lengths,
             cut_lengths=prepared.cut_lengths,
@@ -338,332 +334,11 @@ class PackedBuilder(PlannedBuilder):
             batch_multiple=self.batch_multiple,
         )
 
-    def _running_positions(self, num_batches):
-        plan = self.plan()
-        count = min(int(num_batches), plan.num_batches)
-        num_components = len(plan.component_names)
-        real = int(plan.real_positions[:count].sum())
-        padded = int(plan.padded_positions()[:count].sum())
-        return real * num_components, padded * num_components
-
-    # --------------------------------------------------------------- pipeline
-    def _lengths_vary(self):
-        return False  # every row is sequence_length long
-
-    def _numpy_batch_function(self):
-        return _NumpyPackRows(self)
-
-    def _pipeline(self, replicas):
-        plan = self.plan(0)
-        if replicas is not None:
-            static_batch_size = replicas.static_size(plan.batch_rows)
-        elif len(np.unique(plan.batch_rows)) == 1:
-            static_batch_size = int(plan.batch_rows[0])
-        else:
-            static_batch_size = None
-        pack_rows = _PackRows(self, static_batch_size)
-        # Tensors made once, captured by `_batch_arguments`.
-        self._graph_order = epochs_lib.GraphPackedOrder(self._order, self.seed)
-        # plain tf code
-        return tf.autograph.experimental.do_not_convert(pack_rows), plan.num_batches
-
-    def _batch_arguments(self, epoch):
-        """The `PackedBatchArguments` of every batch of `epoch`, stacked,
-        computed in the graph."""
-        elements, segments, num_rows, capacities = self._graph_order.batch_rows(epoch)
-        return PackedBatchArguments(
-            elements=elements,
-            segments=segments,
-            num_rows=num_rows,
-            rows=plan_lib.round_up(capacities, self.batch_multiple),
-        )
-
-    def _replica_parts(self, batch, replicas):
-        """Every replica's rows of the packed batch, and their elements."""
-        start, part = replicas.spans(batch.rows)
-        real = tf.clip_by_value(batch.num_rows - start, 0, part)
-        row_segments = replicas_lib.take_parts(batch.segments, start, real, fill=0)
-        ends = tf.concat([[0], tf.cumsum(batch.segments)], axis=0)
-        first_row = tf.minimum(start, batch.num_rows)
-        first_element = tf.gather(ends, first_row)
-        element_counts = tf.gather(ends, first_row + real) - first_element
-        return PackedBatchArguments(
-            elements=replicas_lib.take_parts(
-                batch.elements, first_element, element_counts, fill=-1
-            ),
-            segments=row_segments,
-            num_rows=real,
-            rows=part,
-        )
-
-
-class PackedBatchArguments(typing.NamedTuple):
-    """What the pipeline knows of one packed batch before gathering it (or,
-    stacked, of every batch of an epoch).
-
-    Attributes:
-        elements: int64 `(width,)` element indices, row after row (-1 after).
-        segments: int64 `(width,)` elements per packed row (0 after).
-        num_rows: int64 packed rows in the batch.
-        rows: int64 rows fed: `num_rows` and filler rows (`batch_multiple`).
-    """
-
-    elements: tf.Tensor
-    segments: tf.Tensor
-    num_rows: tf.Tensor
-    rows: tf.Tensor
-
-
-class _PackedRowsSettings:
-    """What both batch functions of packed rows read: the data and settings."""
-
-    def __init__(self, builder):
-        prepared = builder._prepared
-        data = prepared.data
-        self.components = data.components
-        self.structure = data.structure
-        self.paddings = prepared.paddings
-        self.sequence_length = builder.sequence_length
-        self.max_segments = builder.resolved_max_segments
-        self.normalize_segments = builder.normalize_segments
-        self.segment_ids_name = builder.segment_ids_name
-        self.positions_name = builder.positions_name
-        self.model_inputs = builder.model_inputs
-        #: The x entry the model inputs follow (mask, shifted targets).
-        self.tokens_name = next(
-            c.name for c in self.components if c.role == "x" and c.is_sequence
-        )
-        if self.model_inputs is not None and self.model_inputs.mask_of:
-            self.tokens_name = self.model_inputs.mask_of
-        #: Where every element's tokens start, and how many are kept.
-        self.starts = data.sequence_components[0].row_splits[:-1]
-        self.lengths = prepared.cut_lengths
-
-    def _element(
-        self,
-        packed,
-        to_rows,
-        to_slots,
-        *,
-        ids,
-        token_weights,
-        slot_weights,
-        tokens_of,
-        broadcast,
-        ops,
-    ):
-        """The batch element from its packed components, for both batch
-        functions (each gives its own ops): x with the `(segment ids,
-        positions)` of `ids`, and every target's weights (per token or
-        per slot, times any given `sample_weight`; `tokens_of(given)`
-        spreads a per-example weight over its sequence's tokens; `ops`:
-        `kerasbatch.data.outputs`' graph or numpy ops)."""
-        x = self._role("x", packed)
-        if not isinstance(x, dict):
-            x = {"x": x}
-        segment_ids, positions = (to_rows(values) for values in ids)
-        x[self.segment_ids_name], x[self.positions_name] = segment_ids, positions
-        if self.model_inputs is not None:
-            weights = None
-            if self.model_inputs.shift_targets:
-                weights = to_rows(token_weights, weights=True)
-            x, y, weights = self.model_inputs.apply_packed(
-                ops, x, self.tokens_name, segment_ids, weights
-            )
-            if y is not None:
-                return x, y, weights
-        if self.structure["y"] is None:
-            return x
-        weights = {}
-        for target in self.components:
-            if target.role != "y":
-                continue
-            if target.is_sequence:
-                weight = to_rows(token_weights, weights=True)
-            else:
-                weight = to_slots(slot_weights, weights=True)
-            given = self._weight_component(target)
-            if given is None:
-                pass
-            elif given.is_sequence or not target.is_sequence:
-                weight = weight * broadcast(packed[given.name], weight)
-            else:  # a per-example weight on every token of its sequence
-                weight = weight * broadcast(to_rows(tokens_of(given)), weight)
-            weights[target.name] = weight
-        for target in self.components:
-            if (
-                target.role == "y"
-                and not target.is_sequence
-                and target.values.ndim == 1
-            ):
-                packed[target.name] = packed[target.name][..., None]  # per slot
-        y = self._role("y", packed)
-        if self.structure["y"] == "single":
-            return x, y, weights["y"]
-        return x, y, {key: weights[key] for key in self.structure["y"]}
-
-    def _role(self, role, tensors):
-        if self.structure[role] == "single":
-            return tensors[role]
-        return {c.key: tensors[c.name] for c in self.components if c.role == role}
-
-    def _weight_component(self, target):
-        """The sample weight component of `target`, or None."""
-        parts = self.structure["sample_weight"]
-        if parts is None:
-            return None
-        if parts == "single":
-            name = "sample_weight"
-        else:
-            name = sources.component_name("sample_weight", target.key)
-        return next((c for c in self.components if c.name == name), None)
-
-
-class _PackRows(_PackedRowsSettings):
-    """Builds one batch of packed rows: `PackedBatchArguments → element`."""
-
-    def __init__(self, builder, static_batch_size):
-        super().__init__(builder)
-        self.static_batch_size = static_batch_size
-        self.tensors = {c.name: tf.constant(c.values) for c in self.components}
-        self.starts = tf.constant(self.starts)
-        self.lengths = tf.constant(self.lengths)
-
-    def __call__(self, batch):
-        num_rows = batch.num_rows
-        segments = batch.segments[:num_rows]
-        indices = batch.elements[: tf.reduce_sum(segments)]
-        lengths = tf.gather(self.lengths, indices)
-        positions = tf.ragged.range(lengths).flat_values
-        token_index = tf.repeat(tf.gather(self.starts, indices), lengths) + positions
-        row_of = tf.repeat(tf.range(num_rows), segments)
-        row_tokens = tf.math.unsorted_segment_sum(lengths, row_of, num_rows)
-        segment_ids = tf.repeat(tf.ragged.range(segments).flat_values + 1, lengths)
-
-        def to_dense(values, row_lengths, width, value, weights=False):
-            """Flat values, `row_lengths` of them per row → `(rows, width, ...)`:
-            tokens into rows of `sequence_length`, per-element values into
-            `max_segments` slots. Filler rows (`batch_multiple`) copy the
-            first row (`outputs.fill_rows`), but weigh 0 (`weights=True`)."""
-            rows = tf.RaggedTensor.from_row_lengths(values, row_lengths)
-            filled = batch.rows if weights else num_rows
-            shape = [filled, width, *values.shape[1:]]
-            dense = rows.to_tensor(tf.cast(value, values.dtype), shape=shape)
-            if not weights:
-                dense = outputs.fill_rows(dense, batch.rows)
-            dense.set_shape([self.static_batch_size, *dense.shape[1:]])
-            return dense
-
-        def to_rows(tokens, value=0, weights=False):
-            return to_dense(tokens, row_tokens, self.sequence_length, value, weights)
-
-        def to_slots(values, value=0, weights=False):
-            return to_dense(values, segments, self.max_segments, value, weights)
-
-        packed = {}
-        for component in self.components:
-            tensor = self.tensors[component.name]
-            value = self.paddings[component.name].value
-            if component.is_sequence:
-                packed[component.name] = to_rows(tf.gather(tensor, token_index), value)
-            else:
-                packed[component.name] = to_slots(tf.gather(tensor, indices), value)
-        token_weights = tf.ones_like(positions, tf.float32)
-        if self.normalize_segments:
-            token_weights /= tf.cast(tf.repeat(lengths, lengths), tf.float32)
-        return self._element(
-            packed,
-            to_rows,
-            to_slots,
-            ids=(tf.cast(segment_ids, tf.int32), tf.cast(positions, tf.int32)),
-            token_weights=token_weights,
-            slot_weights=tf.ones_like(indices, tf.float32),
-            tokens_of=lambda given: tf.repeat(
-                tf.gather(self.tensors[given.name], indices), lengths, axis=0
-            ),
-            broadcast=_broadcast_to,
-            ops=outputs.GraphOps,
-        )
-
-
-class _NumpyPackRows(_PackedRowsSettings):
-    """`_PackRows` in numpy, for the numpy engines: batch `index` of a
-    `PackedPlan`."""
-
-    def __call__(self, plan, index):
-        first_row, end_row = plan.batch_splits[index], plan.batch_splits[index + 1]
-        row_splits = plan.row_splits[first_row : end_row + 1]
-        segments = np.diff(row_splits)
-        num_rows = len(segments)
-        fed_rows = int(plan.batch_rows[index])
-        indices = plan.indices[row_splits[0] : row_splits[-1]]
-        lengths = self.lengths[indices]
-        positions = numpy_batches.ragged_range(lengths)
-        token_index = np.repeat(self.starts[indices], lengths) + positions
-        row_tokens = np.zeros(num_rows, np.int64)
-        np.add.at(row_tokens, np.repeat(np.arange(num_rows), segments), lengths)
-        segment_ids = np.repeat(numpy_batches.ragged_range(segments) + 1, lengths)
-
-        def to_dense(values, row_lengths, width, value, weights=False):
-            """As `_PackRows`' `to_dense`: filler rows copy the first row, or
-            weigh 0 (`weights=True`)."""
-            dense = numpy_batches.pad_rows(
-                values,
-                np.cumsum(row_lengths) - row_lengths,
-                row_lengths,
-                fed_rows if weights else num_rows,
-                width,
-                value,
-            )
-            return dense if weights else outputs.fill_numpy_rows(dense, fed_rows)
-
-        def to_rows(tokens, value=0, weights=False):
-            return to_dense(tokens, row_tokens, self.sequence_length, value, weights)
-
-        def to_slots(values, value=0, weights=False):
-            return to_dense(values, segments, self.max_segments, value, weights)
-
-        packed = {}
-        for component in self.components:
-            value = self.paddings[component.name].value
-            if component.is_sequence:
-                packed[component.name] = to_rows(component.values[token_index], value)
-            else:
-                packed[component.name] = to_slots(component.values[indices], value)
-        token_weights = np.ones(len(positions), np.float32)
-        if self.normalize_segments:
-            token_weights /= np.repeat(lengths, lengths).astype(np.float32)
-        return self._element(
-            packed,
-            to_rows,
-            to_slots,
-            ids=(segment_ids.astype(np.int32), positions.astype(np.int32)),
-            token_weights=token_weights,
-            slot_weights=np.ones(len(indices), np.float32),
-            tokens_of=lambda given: np.repeat(given.values[indices], lengths, axis=0),
-            broadcast=_numpy_broadcast_to,
-            ops=outputs.NumpyOps,
-        )
-
 
 def _input_name(name, setting):
     if not (isinstance(name, str) and name):
         raise ValueError(f"{setting} must be a non-empty str, got {name!r}.")
     return name
-
-
-def _numpy_broadcast_to(given, weight):
-    """`_broadcast_to` in numpy."""
-    given = np.asarray(given, np.float32)
-    return given.reshape(given.shape + (1,) * (weight.ndim - given.ndim))
-
-
-def _broadcast_to(given, weight):
-    """`given` as float32, with trailing axes of size 1 up to `weight`'s rank."""
-    given = tf.cast(given, tf.float32)
-    for _ in range(weight.shape.rank - given.shape.rank):
-        given = given[..., None]
-    return given
 
 
 def _check_aligned(data):

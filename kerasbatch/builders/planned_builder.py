@@ -1,57 +1,56 @@
 """`PlannedBuilder`: data in memory, a numpy plan per epoch, any engine.
 
 `build` validates the inputs and plans for them (a frozen `Prepared` value
-and its epoch order), then serves the dataset an engine makes of the plan:
-a `tf.data` pipeline that computes each epoch's batches in its graph, or
-the numpy engines (`grain`, `python`) that read the plans.
+and its epoch order), resolves one frozen built value
+(`kerasbatch.planning.built.Built`), and returns the dataset an engine makes
+of it (`kerasbatch.engines`): a `tf.data` pipeline that computes each
+epoch's batches in its graph, or the numpy engines (`grain`, `python`)
+that read the plans.
 """
 
 from __future__ import annotations
 
-import collections
-import threading
-
 import numpy as np
 
-from kerasbatch import checks, engines
-from kerasbatch.builders import serving as serving_lib
-from kerasbatch.builders.shared import SharedSettings
+from kerasbatch import engines
+from kerasbatch.builders.datasets import BuiltDatasets
+from kerasbatch.builders.settings import Settings, data_parallel_devices
 from kerasbatch.data import outputs, sources
-from kerasbatch.engines.tf_data import batch as tf_data
-from kerasbatch.engines.tf_data import service as service_lib
-from kerasbatch.optional import tensorflow as tf
+from kerasbatch.engines import epoch_state
+from kerasbatch.engines import served as served_lib
+from kerasbatch.planning import built as built_lib
 from kerasbatch.planning import prepared as prepared_lib
 
-_PLAN_CACHE_SIZE = 4
 
-
-class PlannedBuilder(SharedSettings):
+class PlannedBuilder(BuiltDatasets, Settings):
     """What the in-memory builders share: data in memory, a numpy plan per epoch.
 
     `build` validates the inputs and attaches them (`_attach`: resolves one
     frozen `kerasbatch.planning.prepared.Prepared` value and its epoch
-    order, and binds them), then makes the pipeline (`_make_dataset`);
-    `plan(epoch)` caches the plans that `_make_plan(epoch)` makes from them; the pipeline computes the running epoch's
-    batches (`_epoch_batches`, given the epoch as a tensor) and turns each
-    into a batch with a batch function. Arguments are those of
-    `SharedSettings`.
+    order, and binds them), resolves the built value from them
+    (`_built_value`), and returns the dataset the engine makes of it.
+    Arguments are those of `kerasbatch.builders.settings.Settings`.
     """
+
+    #: The kind of batches the engines make (`kerasbatch.planning.built`).
+    batches = "padded"
 
     def __init__(self, **shared):
         super().__init__(**shared)
-        self._prepared = None  # what the latest build or adapt resolved
+        self._init_datasets()
+        self._prepared = None  # what `_attach` resolved, until it is built
         self._order = None  # its EpochOrder
 
-    def _reset_run_state(self, state):
-        super()._reset_run_state(state)
-        self._plans = collections.OrderedDict()
-        self._plans_lock = threading.Lock()
-        self._running = None
+    @property
+    def built(self):
+        """The built value of the latest build (or `adapt`): a frozen
+        `kerasbatch.planning.built.Built`."""
+        return self._built_served(None, "built").built
 
     @property
     def lengths(self):
         """int64 length of every built element (longest sequence component)."""
-        return self._built()._prepared.lengths
+        return self.built.prepared.lengths
 
     def build(
         self,
@@ -104,9 +103,11 @@ class PlannedBuilder(SharedSettings):
         >>> [tuple(batch_x.shape) for batch_x, _ in train]
         [(2, 2), (2, 4), (1, 5)]
         """
-        engines.check_engine(engine)
-        options = engines.python_options(
-            engine, workers, use_multiprocessing, max_queue_size
+        options = engines.options(
+            engine,
+            workers=workers,
+            use_multiprocessing=use_multiprocessing,
+            max_queue_size=max_queue_size,
         )
         data = sources.from_inputs(x, y, sample_weight)
         if getattr(self, "output_lengths", False):
@@ -115,52 +116,41 @@ class PlannedBuilder(SharedSettings):
                 [c.key for c in x_parts if c.key is not None],
                 [c.name for c in x_parts if c.is_sequence],
             )
-        self._attach(data)
+        built = self._resolve(data)
+        devices = data_parallel_devices()
+        if devices > 1:
+            built.check_even_split(
+                devices,
+                f"The Keras distribution splits every batch across {devices} devices",
+            )
+        dataset = engines.planned(
+            engine, built, epoch=self._epochs.next_epoch(), **options
+        )
+        return self._keep(dataset, served_lib.served_by(dataset))
+
+    def _resolve(self, data):
+        """The built value of `data`: `_attach`, then `_built_value`. The
+        builder keeps none of the data."""
         try:
-            self._check_data_parallel(*self._distributed_batch_rows())
-            return self._serve(
-                lambda served: served._engine_dataset(engine, **options), engine
-            )
-        except Exception:
-            self._prepared = None  # no half-built state for statistics() to read
-            raise
+            self._attach(data)
+            return self._built_value()
+        finally:
+            self._prepared = self._order = None
 
-    def _engine_dataset(self, engine, **options):
-        """The built dataset, made by `engine` (`options`: the `python`
-        engine's, `kerasbatch.engines.python_options`)."""
-        if engine == "tf.data":
-            return self._make_dataset()
-        engines.check_shapes_for_keras(engine, self._lengths_vary())
-        if engine == "python":
-            from kerasbatch.engines import python
-
-            return python.PlannedPyDataset(self, **options)
-        from kerasbatch.engines import grain
-
-        return grain.PlannedIterDataset(self)
-
-    def _lengths_vary(self):
-        """Whether batches of the first epochs differ in a sequence length."""
-        return any(
-            len(np.unique(self.plan(epoch).padded_lengths[:, column])) > 1
-            for epoch in (0, 1)
-            for column in range(self.plan(epoch).padded_lengths.shape[1])
+    def _built_value(self):
+        """The frozen built value of what `_attach` resolved."""
+        return built_lib.Built(
+            builder_type=type(self),
+            arguments=self._arguments(),
+            settings=built_lib.Settings(
+                **{k: v for k, v in vars(self).items() if not k.startswith("_")}
+            ),
+            prepared=self._prepared,
+            order=self._order,
+            batches=self.batches,
+            make_plan=self._planner(),
+            fixed_batch_sizes=tuple(self._fixed_batch_sizes()),
         )
-
-    def _numpy_batch_function(self):
-        """The numpy engines' `(plan, index) -> batch` (subclass hook)."""
-        raise ValueError(
-            f"{type(self).__name__} runs on the 'tf.data' engine only: build "
-            "it with engine='tf.data'."
-        )
-
-    def _check_has_batches(self, num_batches):
-        """Raises if an epoch has no batch."""
-        if num_batches == 0:
-            raise ValueError(
-                "No batch left: every element was dropped (drop_remainder or "
-                "overflow='drop'). Lower the batch size or keep the remainder."
-            )
 
     def adapt(self, lengths):
         """Plans without building a dataset.
@@ -186,26 +176,11 @@ class PlannedBuilder(SharedSettings):
         """
         if not isinstance(lengths, sources.SequenceData):
             lengths = sources.from_lengths(lengths)
-        try:
-            self._attach(lengths)
-        except Exception:
-            self._prepared = None  # no half-built state for statistics() to read
-            raise
-        self._latest = None  # plan() and statistics() describe these lengths
-
-    def _require_built(self):
-        if self._prepared is None:
-            raise RuntimeError(
-                f"{type(self).__name__} has no data yet: call build(x, ...) first."
-            )
-
-    def _built(self):
-        """What holds the latest build's data: the copy serving the latest
-        built dataset (a builder keeps only its settings), or this builder
-        after `adapt`."""
-        built = self._serving()
-        built._require_built()
-        return built
+        built = self._resolve(lengths)
+        # plan() and statistics() describe these lengths.
+        self._latest = served_lib.Served(
+            built, None, epoch_state.EpochState(self._epochs.next_epoch())
+        )
 
     def plan(self, epoch=None, dataset=None):
         """The plan of `epoch` (default: the epoch last started, or next).
@@ -215,27 +190,7 @@ class PlannedBuilder(SharedSettings):
             dataset: the dataset this builder returned that the plan is for
                 (default: the latest built, or the data of `adapt`).
         """
-        served = self._serving(dataset)
-        if served is not self:
-            return served.plan(epoch)
-        self._require_built()
-        if epoch is None:
-            epoch = self._started_epoch()
-            if epoch is None:
-                epoch = self.epoch
-        epoch = checks.checked_epoch(epoch)
-        with self._plans_lock:
-            if epoch in self._plans:
-                return self._plans[epoch]
-        plan = self._make_plan(epoch)
-        with self._plans_lock:
-            self._plans[epoch] = plan
-            while len(self._plans) > _PLAN_CACHE_SIZE:
-                self._plans.popitem(last=False)
-        return plan
-
-    def _statistics(self, epoch):
-        return self.plan(epoch).statistics()
+        return self._built_served(dataset, "plan").plan(epoch)
 
     def batch_shapes(self, epoch=None, dataset=None):
         """Every distinct shape `epoch` feeds the model, before it runs.
@@ -264,25 +219,7 @@ class PlannedBuilder(SharedSettings):
         >>> builder.batch_shapes()
         [{'x': (2, 3)}, {'x': (2, 8)}]
         """
-        served = self._serving(dataset)
-        if served is not self:
-            return served.batch_shapes(epoch)
-        self._require_built()
-        plan = self.plan(epoch)
-        trailing = {
-            c.name: c.trailing_shape for c in self._prepared.data.sequence_components
-        }
-        return [
-            {
-                name: (int(row[0]), int(row[1 + column]), *trailing.get(name, ()))
-                for column, name in enumerate(plan.component_names)
-            }
-            for row in plan.shapes()
-        ]
-
-    def _distributed_batch_rows(self):
-        # The batch sizes of an epoch are fixed by the lengths.
-        return self.plan().batch_rows, False
+        return self._built_served(dataset, "batch_shapes").batch_shapes(epoch)
 
     # -------------------------------------------------------- subclass hooks
     def _attach(self, data):
@@ -311,20 +248,73 @@ class PlannedBuilder(SharedSettings):
         )
 
     def _bind(self, prepared, order):
-        """Makes `prepared` (a `Prepared`) and its `EpochOrder` the data
-        that `plan()` and the pipeline read."""
+        """Makes `prepared` (a `Prepared`) and its `EpochOrder` what the
+        built value holds."""
         self._prepared, self._order = prepared, order
-        self._probe_function = None
-        with self._plans_lock:
-            self._plans.clear()
 
-    def _make_plan(self, epoch):
-        """The plan of `epoch`, a pure function of `(seed, epoch)`."""
+    def _planner(self):
+        """The plan function of the bound data, `epoch -> plan`: a pure
+        function of `(seed, epoch)` (subclass hook)."""
         raise NotImplementedError
 
-    # --------------------------------------------------------------- pipeline
-    def _steps_per_epoch(self):
-        return self.plan().num_batches
+    # ------------------------------------------------------- tf.data engine
+    def distribute(self, strategy, dataset=None):
+        """The built dataset's batches, per replica, for `strategy`.
+
+        Returns a `tf.distribute.DistributedDataset` for `model.fit` under
+        `strategy.scope()`. Every step, each replica gets its part of the
+        same global batch of the plan (`batch_size` is global, as in Keras),
+        padded to that batch's length: all replicas train on the same bucket
+        and shape at every step, run the plan's number of steps, and one
+        epoch holds every element exactly once across all replicas (see
+        `kerasbatch.engines.tf_data.distribute`). Epochs, `set_epoch`,
+        `statistics()` and the callbacks are those of the built dataset.
+
+        Every batch must split into parts of equal rows: Keras builds the
+        model at every `fit` under a strategy by averaging the first
+        per-replica batch across replicas, which fails when parts differ
+        (and equal parts compile one shape per step). A remainder or a
+        token budget's batch that the replicas cannot share evenly is an
+        error naming `batch_multiple` (filler rows of zero
+        `sample_weight`, counted as padding) and `drop_remainder`.
+
+        Args:
+            strategy: a `tf.distribute.Strategy` (e.g. `MirroredStrategy`,
+                `MultiWorkerMirroredStrategy`).
+            dataset: the built dataset to distribute (default: the latest).
+
+        Raises:
+            RuntimeError: nothing was built yet.
+            ValueError: a fixed global batch size (`batch_size`, or a
+                bucket's) is not a multiple of the number of replicas, or
+                another batch (a remainder) cannot be shared evenly.
+
+        Example:
+
+        >>> import numpy as np, tensorflow as tf
+        >>> import kerasbatch
+        >>> builder = kerasbatch.BucketBuilder(num_buckets=2, batch_size=4)
+        >>> train = builder.build([np.ones(n) for n in range(1, 9)])
+        >>> per_replica = builder.distribute(tf.distribute.get_strategy())
+        >>> sum(1 for _ in per_replica) == len(train)
+        True
+        """
+        from kerasbatch.engines.tf_data import distribute
+
+        served = self._tf_data_served(dataset, "distribute")
+        return distribute.distribute(served, strategy)
+
+    def _tf_data_served(self, dataset, method):
+        """The `Served` of a dataset built with `engine="tf.data"` (default:
+        the latest), or an error naming `method`."""
+        served = self._served(dataset)
+        if served is None or served.engine is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.{method} needs a built dataset: call "
+                "build(...) first."
+            )
+        engines.check_built_with(served, "tf.data", f"{type(self).__name__}.{method}")
+        return served
 
     def distribute_with_service(
         self,
@@ -387,140 +377,20 @@ class PlannedBuilder(SharedSettings):
         >>> [tuple(batch.shape) for batch in remote]
         [(2, 2), (2, 4), (2, 2), (2, 4)]
         """
-        served = self._built_copy(dataset, "distribute_with_service", "tf.data")
-        service_lib.check_request(
+        from kerasbatch.engines.tf_data import service as service_lib
+
+        served = self._tf_data_served(dataset, "distribute_with_service")
+        return service_lib.distribute_planned(
+            served,
             service,
-            processing_mode,
-            num_workers,
-            epochs,
-            initial_epoch,
-            timeout,
-            service_lib.planned_modes(),
+            processing_mode=processing_mode,
+            epochs=epochs,
+            initial_epoch=initial_epoch,
+            num_workers=num_workers,
+            timeout=timeout,
         )
-        batch_function, num_batches = served._pipeline(None)
-        batches = service_lib.global_batches(
-            served, int(epochs), int(initial_epoch), num_batches
-        ).map(batch_function, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        remote = batches.apply(
-            tf.data.experimental.service.distribute(processing_mode, service)
-        )
-
-        def arrived(number, batch):
-            epoch = initial_epoch + number // num_batches
-            with tf.control_dependencies([served._state.mark_started(epoch)]):
-                return tf.nest.map_structure(tf.identity, batch)
-
-        remote = served._prefetched(remote.enumerate().map(arrived))
-        remote = remote.apply(
-            tf.data.experimental.assert_cardinality(epochs * num_batches)
-        )
-        serving_lib._SERVING[remote] = served
-        return remote
 
     def _fixed_batch_sizes(self):
         """`[(setting, global batch size)]` that replicas must share evenly
         (subclass hook; budgets that size batches themselves are not)."""
         return [("batch_size", self.batch_size)]
-
-    def _make_dataset(self, replicas=None):
-        """The built dataset (per-replica parts with `replicas`)."""
-        batch_function, num_batches = self._pipeline(replicas)
-        return self._planned_dataset(batch_function, num_batches, replicas)
-
-    def _pipeline(self, replicas):
-        """`(batch function, batches per epoch)`; makes the tensors that
-        `_batch_arguments` reads (subclass hook)."""
-        raise NotImplementedError
-
-    def _planned_dataset(self, batch_function, num_batches, replicas=None):
-        """Each iteration: the next epoch's batches, made by `batch_function`.
-
-        The epoch is read once per iteration, and advanced when the
-        iteration's last batch is taken, as on the numpy engines: an
-        iteration given up part-way, such as Keras' look at the first batch
-        on JAX and torch (to build the model), repeats the epoch, so the
-        first epoch of a `fit` is 0 on every backend. On the TensorFlow
-        backend, which never looks, the epoch advances as an iteration
-        starts, at no cost per batch (`_advances_when_taken`). A checkpoint of the
-        iterator keeps the running epoch and position in it; the epoch
-        counter, which `set_epoch` drives, is set past that epoch at its
-        end. With `replicas` (a `ReplicaSlice`), each batch is cut into the
-        parts of those replicas, one element per replica and step, and the
-        epoch advances when an iteration goes past its last part
-        (`_advanced_at_end`).
-        """
-        parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
-        if replicas is None and not self._advances_when_taken():
-            epochs = tf.data.Dataset.range(1).map(lambda _: self._start_epoch())
-            dataset = epochs.flat_map(self._epoch_batches)
-            dataset = self._prefetched(dataset.map(batch_function, **parallel))
-            return tf_data.checkpointable(
-                dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
-            )
-        epochs = tf.data.Dataset.range(1).map(lambda _: self._read_epoch())
-        if replicas is None:
-            dataset = epochs.flat_map(
-                lambda epoch: self._numbered_batches(epoch, num_batches)
-            )
-            dataset = dataset.map(
-                lambda epoch, last, batch: (epoch, last, batch_function(batch)),
-                **parallel,
-            )
-            # After the prefetch, so that it runs as the consumer takes a batch.
-            dataset = self._prefetched(dataset).map(self._taken)
-        else:
-            dataset = epochs.flat_map(
-                lambda epoch: self._replica_epoch(epoch, replicas)
-            )
-            dataset = dataset.map(batch_function, **parallel)
-            dataset = self._advanced_at_end(self._prefetched(dataset))
-            num_batches *= replicas.count
-        return tf_data.checkpointable(
-            dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
-        )
-
-    def _numbered_batches(self, epoch, num_batches):
-        """`(epoch, whether it is the last, batch function's arguments)` of
-        every batch of `epoch` (a tensor), as a dataset."""
-        numbered = self._epoch_batches(epoch).enumerate()
-        return numbered.map(
-            lambda number, batch: (epoch, number + 1 >= num_batches, batch)
-        )
-
-    def _taken(self, epoch, last, batch):
-        """`batch`, taken by the consumer: the epoch's last batch sets the
-        epoch counter to `epoch + 1`."""
-
-        def advance():
-            with tf.control_dependencies([self._state.mark_started(epoch)]):
-                return self._state.advance_past_started()
-
-        advanced = tf.cond(last, advance, lambda: tf.constant(-1, tf.int64))
-        with tf.control_dependencies([advanced]):
-            return tf.nest.map_structure(tf.identity, batch)
-
-    def _epoch_batches(self, epoch):
-        """The batch function's arguments for every batch of `epoch` (a
-        tensor), as a dataset."""
-        return tf.data.Dataset.from_tensor_slices(self._batch_arguments(epoch))
-
-    def _batch_arguments(self, epoch):
-        """The batch function's arguments of every batch of `epoch` (a
-        tensor), stacked: a tuple of tensors whose first axis is the batch
-        (subclass hook)."""
-        raise NotImplementedError
-
-    def _replica_epoch(self, epoch, replicas):
-        """The parts of `epoch`'s batches that `replicas` train on, one per
-        replica and step."""
-        return self._epoch_batches(epoch).flat_map(
-            lambda batch: tf.data.Dataset.from_tensor_slices(
-                self._replica_parts(batch, replicas)
-            )
-        )
-
-    def _replica_parts(self, batch, replicas):
-        """The batch function's arguments of every part of one global
-        `batch` that `replicas` (a `ReplicaSlice`) train on, stacked (subclass
-        hook)."""
-        raise NotImplementedError

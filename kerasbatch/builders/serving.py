@@ -14,86 +14,9 @@ import gc
 import weakref
 
 from kerasbatch import checks
-from kerasbatch.engines import derived, epoch_state
+from kerasbatch.engines import epoch_state
+from kerasbatch.engines import served as served_lib
 from kerasbatch.engines.tf_data import batch as tf_data
-
-#: Every dataset a builder returned that is still in use, mapped to the
-#: frozen copy of the builder that serves it (see `Serving._serve`).
-_SERVING = weakref.WeakKeyDictionary()
-
-
-def builder_of(dataset):
-    """The builder that serves `dataset`, as it was when `build` returned it.
-
-    Every dataset a builder returns is bound to the data and plan of its own
-    `build` call: it is served by a copy of the builder frozen at that call,
-    which building again (other data, `adapt`) never changes. This returns
-    that copy, whose `statistics()`, `plan()` and `running_positions()`
-    describe exactly the batches the dataset yields.
-
-    A dataset made from a built one by per-batch transformations (tf.data's
-    `map`, `prefetch`, `with_options`; Grain's `map`, `random_map`,
-    `map_with_index`; see `kerasbatch.engines.derived`) has the same
-    batches, changed one by one: it is served by the same copy.
-
-    Args:
-        dataset: a dataset returned by a builder's `build` (or
-            `distribute`), or one made from it by per-batch
-            transformations.
-
-    Raises:
-        ValueError: `dataset` was not returned by a builder nor made from
-            one; or it was made by a transformation that changes which
-            batches an epoch holds (`filter`, `batch`, `repeat`, `take`,
-            `shuffle`, ...): the message names it.
-
-    Example:
-
-    >>> import numpy as np
-    >>> import kerasbatch
-    >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
-    >>> train = builder.build([np.ones(n) for n in (1, 2, 3, 4)])
-    >>> val = builder.build([np.ones(n) for n in (5, 5)])
-    >>> kerasbatch.builders.builder_of(train).statistics().num_elements
-    4
-    >>> mapped = train.map(lambda x: {"token_ids": x}).prefetch(2)
-    >>> kerasbatch.builders.builder_of(mapped) is kerasbatch.builders.builder_of(train)
-    True
-    >>> kerasbatch.builders.builder_of(train.repeat())
-    Traceback (most recent call last):
-    ...
-    kerasbatch.engines.derived.DerivedDatasetError: This dataset (_RepeatDataset) is made by repeat() from a dataset a kerasbatch builder built, ...
-    """
-    return _SERVING[built_dataset(dataset)]
-
-
-def built_dataset(dataset):
-    """The dataset a builder's `build` (or `distribute`) returned that
-    `dataset` is, or is made from by per-batch transformations (see
-    `builder_of`); a ValueError otherwise."""
-    return derivation(dataset)[0]
-
-
-def derivation(dataset):
-    """`(built, chain)`: the built dataset under `dataset`, and the per-batch
-    transformations from `dataset` down to it (`kerasbatch.engines.derived`;
-    empty for a built dataset). Raises as `builder_of`."""
-    found = derived.trace(dataset, _is_built)
-    if found is None:
-        raise ValueError(
-            f"{dataset!r} was not returned by a kerasbatch builder's build(). "
-            "Pass the dataset build() returned, or one made from it by "
-            "per-batch transformations (map, prefetch, ...)."
-        )
-    return found
-
-
-def _is_built(dataset):
-    try:
-        return dataset in _SERVING
-    except TypeError:  # unhashable
-        return False
-
 
 #: The attributes of a builder's own bookkeeping of its built datasets.
 _BOOKKEEPING = frozenset({"_state", "_datasets", "_copies", "_latest", "_engine"})
@@ -138,7 +61,7 @@ class Serving:
         else:
             served._reset_run_state(epoch_state.EpochState(epoch))
         dataset = make_dataset(served)
-        self._datasets[dataset] = _SERVING[dataset] = served
+        self._datasets[dataset] = served_lib.serve(dataset, served)
         self._copies[id(served)] = served
         self._latest = served
         self._keep_settings_only()
@@ -167,12 +90,12 @@ class Serving:
             return self._latest or self
         # Names a dataset that no builder returned, or a transformation
         # that the builder's plan does not describe.
-        dataset = built_dataset(dataset)
+        dataset = served_lib.built_dataset(dataset)
         if self._datasets is not None:
             if dataset in self._datasets:
                 return self._datasets[dataset]
-            served = _SERVING.get(dataset)  # from distribute(...) of a build
-            if served is not None and self._copies.get(id(served)) is served:
+            served = served_lib.served_by(dataset)  # from distribute(...) of a build
+            if self._copies.get(id(served)) is served:
                 return served
         raise ValueError(
             f"This dataset was built by another builder than {self!r}; ask "

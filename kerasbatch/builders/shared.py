@@ -10,6 +10,7 @@ import keras
 
 from kerasbatch.builders import serving as serving_lib
 from kerasbatch.builders.settings import Settings
+from kerasbatch.engines import served as served_lib
 from kerasbatch.engines.tf_data import batch as tf_data
 from kerasbatch.engines.tf_data import distribute as replicas_lib
 from kerasbatch.optional import tensorflow as tf
@@ -113,7 +114,7 @@ class SharedSettings(serving_lib.Serving, Settings):
             # tf.distribute reports the per-pipeline cardinality (one element
             # per local replica and step), which Keras takes for steps.
             distributed._cardinality = steps
-        serving_lib._SERVING[distributed] = served
+        served_lib.serve(distributed, served)
         return distributed
 
     def _make_dataset(self, replicas=None):

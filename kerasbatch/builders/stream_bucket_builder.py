@@ -5,12 +5,12 @@ import keras
 import numpy as np
 
 from kerasbatch import checks, engines, optional
-from kerasbatch.builders import serving
 from kerasbatch.builders.base import SharedSettings
 from kerasbatch.builders.bucket_builder import AUTO, BucketSettings
 from kerasbatch.data import outputs, sources
 from kerasbatch.data import padding as padding_lib
 from kerasbatch.data.stream_elements import StreamElements
+from kerasbatch.engines import served as served_lib
 from kerasbatch.engines import stream_counters as counters_lib
 from kerasbatch.engines.tf_data import service as service_lib
 from kerasbatch.engines.tf_data import stream_blocks
@@ -641,7 +641,7 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
 
         epochs_ = tf.data.Dataset.range(1).map(_plain(served._begin_epoch))
         remote = served._prefetched(epochs_.flat_map(_plain(epoch_batches)))
-        serving._SERVING[remote] = served
+        served_lib.serve(remote, served)
         return remote
 
     def _resolve_buckets(self, elements, paddings, lengths, cardinality):

@@ -7,11 +7,9 @@ import numpy as np
 
 from kerasbatch import checks, optional
 from kerasbatch.builders.base import Builder
-from kerasbatch.data import outputs, sources
 from kerasbatch.data import reducers as reducers_lib
+from kerasbatch.data import sources, sparse_components
 from kerasbatch.data.padding import Padding
-from kerasbatch.engines.numpy import batches as numpy_batches
-from kerasbatch.engines.tf_data.batch import BatchFunction
 from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import orders
 from kerasbatch.planning.prepared import Prepared
@@ -97,6 +95,8 @@ class WindowBuilder(Builder):
     remainders_reason = (
         "windows are cut by size, shift and stride alone; use 'pad' for one shape."
     )
+
+    batches = "windows"
 
     def __init__(
         self,
@@ -286,7 +286,9 @@ class WindowBuilder(Builder):
     def _check_fillable(self, prepared):
         """Filler rows extend dense batched components only."""
         sparse = {
-            c.name for c in prepared.data.components if isinstance(c, SparseComponent)
+            c.name
+            for c in prepared.data.components
+            if isinstance(c, sparse_components.SparseComponent)
         }
         for name, reducer in prepared.reducers.items():
             batches = isinstance(
@@ -358,12 +360,6 @@ class WindowBuilder(Builder):
     def _num_left_out(self):
         return self._prepared.num_unwindowed
 
-    def _batch_function(self, static_batch_size):
-        return _WindowFunction(self, static_batch_size)
-
-    def _numpy_batch_function(self):
-        return _NumpyWindowFunction(self)
-
 
 def window_positions(num_elements, size, shift=1, stride=1, drop_remainder=True):
     """The element positions of every window, as `tf.data.Dataset.window`.
@@ -415,208 +411,6 @@ class WindowPrepared(Prepared):
     window_indices: np.ndarray
     window_splits: np.ndarray
     num_unwindowed: int
-
-
-class _WindowFunction(BatchFunction):
-    """Gathers one window per component and applies the component's reducer."""
-
-    def __init__(self, builder, static_batch_size):
-        super().__init__(builder, static_batch_size)
-        self.reducers = builder._prepared.reducers
-
-    def __call__(self, batch):
-        indices = batch.indices[: batch.size]
-        limit = batch.limit if self.may_cut else None
-        planned = dict(
-            zip(self.paddings, tf.unstack(batch.padded_lengths), strict=True)
-        )
-        tensors = {}
-        for component, tensor in zip(self.components, self.tensors, strict=True):
-            reducer = self.reducers[component.name]
-            window = _window(component, tensor, indices, limit)
-            try:
-                reduced = reducer.reduce(window)
-            except (TypeError, ValueError) as error:
-                named = type(error)(
-                    f"The reducer {reducer!r} of component {component.name!r} "
-                    f"failed: {error}"
-                )
-                named.ag_pass_through = True  # AutoGraph keeps the message as is
-                raise named from error
-            if (
-                component.name in planned
-                and isinstance(reducer, reducers_lib.PaddedBatch)
-                and reducer.padding.fixed_length is None
-            ):
-                reduced = _pad_to(reduced, planned[component.name], reducer.value)
-            if self.fills:
-                reduced = outputs.fill_rows(reduced, batch.rows)
-            tensors[component.name] = reduced
-        return self._structure(tensors, {}, batch)
-
-
-class _NumpyWindowFunction(numpy_batches.BatchFunction):
-    """`_WindowFunction` in numpy, for the numpy engines: the built-in
-    reducers of dense components. A user's `Reducer` (TensorFlow ops) and
-    sparse components need the `tf.data` engine."""
-
-    def __init__(self, builder):
-        super().__init__(builder)
-        self.reducers = builder._prepared.reducers
-        for component in self.components:
-            reducer = self.reducers[component.name]
-            if isinstance(component, SparseComponent) or not isinstance(
-                reducer,
-                reducers_lib.Count | reducers_lib.DenseBatch | reducers_lib.PaddedBatch,
-            ):
-                what = (
-                    "sparse elements"
-                    if isinstance(component, SparseComponent)
-                    else f"the reducer {reducer!r} (TensorFlow ops)"
-                )
-                raise ValueError(
-                    f"WindowBuilder component {component.name!r} has {what}, "
-                    "which only the 'tf.data' engine batches: build with "
-                    "engine='tf.data', or use the built-in reducers of dense "
-                    "elements on the numpy engines."
-                )
-
-    def __call__(self, plan, index):
-        start, end = plan.batch_splits[index], plan.batch_splits[index + 1]
-        indices = plan.indices[start:end]
-        size = len(indices)
-        limit = plan.limits[index]
-        planned = dict(zip(self.paddings, plan.padded_lengths[index], strict=True))
-        arrays = {}
-        for component in self.components:
-            reducer = self.reducers[component.name]
-            if isinstance(reducer, reducers_lib.Count):
-                arrays[component.name] = np.int64(size)
-                continue
-            if not component.is_sequence:
-                reduced = component.values[indices]
-            else:
-                kept = np.minimum(component.lengths[indices], limit)
-                if isinstance(reducer, reducers_lib.PaddedBatch):
-                    length = reducer.padding.fixed_length or planned[component.name]
-                    value = reducer.value
-                else:  # "dense": every element of the window has one length
-                    length, value = int(kept.max(initial=0)), 0
-                reduced = numpy_batches.pad_rows(
-                    component.values,
-                    component.row_splits[indices],
-                    kept,
-                    size,
-                    int(length),
-                    value,
-                )
-            if self.fills:
-                reduced = outputs.fill_numpy_rows(reduced, plan.batch_rows[index])
-            arrays[component.name] = reduced
-        return outputs.finish_numpy_batch(
-            *[self.role(role, arrays) for role in sources.ROLES],
-            {},
-            output_lengths=self.output_lengths,
-            output_mask=self.output_mask,
-            real_rows=size if self.fills else None,
-        )
-
-
-def _pad_to(batch, length, value):
-    """`batch` (dense) padded along its time axis to the plan's `length`: the
-    window's own longest element alone, but the whole window's under
-    `distribute`, where each replica reduces a part of it."""
-    if not isinstance(batch, tf.Tensor) or batch.shape.rank < 2:
-        return batch
-    extra = tf.maximum(length - tf.shape(batch, out_type=tf.int64)[1], 0)
-    paddings = tf.pad([[0, extra]], [[1, batch.shape.rank - 2], [0, 0]])
-    padded = tf.pad(batch, paddings, constant_values=tf.cast(value, batch.dtype))
-    padded.set_shape([batch.shape[0], None, *batch.shape[2:]])
-    return padded
-
-
-def _window(component, tensor, indices, limit):
-    """The `reducers.Window` of `component` for the elements `indices`."""
-    if isinstance(component, SparseComponent):
-        return _sparse_window(component, *tensor, indices, limit)
-    values = tf.gather(tensor, indices)
-    if component.is_sequence and limit is not None:
-        values = values[:, :limit]
-    return reducers_lib.Window(values)
-
-
-def _sparse_window(component, entries, values, shapes, indices, limit):
-    rows = tf.gather(entries, indices)
-    positions, coordinates = rows.value_rowids(), rows.values
-    values = tf.gather(values, indices).values
-    shapes = tf.gather(shapes, indices)
-    if limit is not None:
-        kept = coordinates[:, 0] < limit
-        positions = positions[kept]
-        coordinates = coordinates[kept]
-        values = values[kept]
-        shapes = tf.concat([tf.minimum(shapes[:, :1], limit), shapes[:, 1:]], 1)
-    batch = tf.SparseTensor(
-        tf.concat([positions[:, None], coordinates], axis=1),
-        values,
-        tf.concat([tf.shape(indices, tf.int64), tf.reduce_max(shapes, 0)], 0),
-    )
-    batch.set_shape([None, None, *component.trailing_shape])
-    return reducers_lib.Window(batch, shapes)
-
-
-@dataclasses.dataclass(eq=False)
-class SparseComponent:
-    """A component whose elements are `tf.SparseTensor`s of one rank.
-
-    Its length (along which windows pad and statistics count) is the first
-    dimension; the other dimensions may vary too.
-
-    Attributes:
-        name, role, key: as `kerasbatch.data.sources.Component`.
-        indices: int64 `(entries, rank)`: every element's entries in turn,
-            each in row-major order.
-        values: `(entries,)` the entries' values.
-        entry_splits: int64 `(num_elements + 1,)` offsets into the entries.
-        shapes: int64 `(num_elements, rank)`, each element's `dense_shape`.
-    """
-
-    name: str
-    role: str
-    key: str | None
-    indices: np.ndarray
-    values: np.ndarray
-    entry_splits: np.ndarray
-    shapes: np.ndarray
-    is_sequence = True
-
-    @property
-    def lengths(self):
-        return self.shapes[:, 0]
-
-    @property
-    def num_elements(self):
-        return len(self.shapes)
-
-    @property
-    def trailing_shape(self):
-        """The dimensions after the first: an int where all elements agree."""
-        return tuple(
-            int(column[0]) if (column == column[0]).all() else None
-            for column in self.shapes[:, 1:].T
-        )
-
-    @property
-    def where(self):
-        return self.role if self.key is None else f"{self.role}[{self.key!r}]"
-
-    def to_tensor(self):
-        """`(entries (n, None, rank), values (n, None), shapes (n, rank))`."""
-        return (
-            tf.RaggedTensor.from_row_splits(self.indices, self.entry_splits),
-            tf.RaggedTensor.from_row_splits(self.values, self.entry_splits),
-            tf.constant(self.shapes),
-        )
 
 
 def _window_data(x, y, sample_weight):
@@ -714,7 +508,7 @@ def _sparse_component(elements, role, key):
     owner = np.repeat(np.arange(len(elements)), counts)
     order = np.lexsort((*indices.T[::-1], owner))
     shapes = np.stack([e.dense_shape.numpy() for e in elements]).astype(np.int64)
-    return SparseComponent(
+    return sparse_components.SparseComponent(
         sources.component_name(role, key),
         role,
         key,
@@ -727,7 +521,7 @@ def _sparse_component(elements, role, key):
 
 def _element_shapes(component, limits):
     """int64 `(num_elements, rank)`: each element's shape after cutting."""
-    if isinstance(component, SparseComponent):
+    if isinstance(component, sparse_components.SparseComponent):
         shapes = component.shapes.copy()
     else:
         shapes = component.lengths[:, None].copy()

@@ -6,8 +6,9 @@ import warnings
 
 import keras
 
-from kerasbatch.builders.serving import builder_of, built_dataset
+from kerasbatch.builders.datasets import builder_of
 from kerasbatch.engines.derived import DerivedDatasetError
+from kerasbatch.engines.served import built_dataset
 
 POSITION_FILE = "data_position.json"
 

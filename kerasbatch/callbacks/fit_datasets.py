@@ -1,15 +1,16 @@
 """Which built datasets a callback reports on: the one `model.fit` trains on,
 and the one it validates on."""
 
-from kerasbatch.builders.serving import builder_of, built_dataset
-from kerasbatch.builders.shared import SharedSettings
+from kerasbatch.builders.datasets import builder_of
+from kerasbatch.builders.settings import Settings
 from kerasbatch.engines.derived import DerivedDatasetError
+from kerasbatch.engines.served import built_dataset
 
 
 def checked_builder(builder, caller):
     """`builder`, or a TypeError naming `caller` if it is not a kerasbatch
     builder."""
-    if not isinstance(builder, SharedSettings):
+    if not isinstance(builder, Settings):
         raise TypeError(
             f"{caller} needs the kerasbatch builder whose dataset model.fit "
             f"trains on, got {type(builder).__name__}."

@@ -7,13 +7,15 @@ import keras
 import numpy as np
 
 from kerasbatch import optional
-from kerasbatch.builders import serving
-from kerasbatch.builders.serving import builder_of
+from kerasbatch.builders.datasets import builder_of
+from kerasbatch.builders.planned_builder import PlannedBuilder
 from kerasbatch.callbacks.compile_shapes import compiles_per_shape
 from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
 from kerasbatch.engines import derived
+from kerasbatch.engines import served as served_lib
 from kerasbatch.engines.numpy import batches as numpy_batches
 from kerasbatch.engines.tf_data import batch as tf_data
+from kerasbatch.engines.tf_data import pipeline
 from kerasbatch.optional import tensorflow as tf
 
 
@@ -184,7 +186,7 @@ class WarmUp(keras.callbacks.Callback):
                 if builder_of(built) is training:
                     dataset = built
                     break
-        root = serving.built_dataset(dataset)
+        root = served_lib.built_dataset(dataset)
         if not isinstance(root, tf.data.Dataset):
             raise ValueError(
                 "WarmUp warms up a tf.data.Dataset that a builder built (or "
@@ -224,6 +226,9 @@ def _probe(served, epoch):
     """A pipeline identical to `served`'s built dataset, with an epoch
     counter of its own starting at `epoch` (iterating it changes nothing
     that the built dataset or the callbacks read)."""
+    if isinstance(served, PlannedBuilder):
+        run = served_lib.Served(served.built, "tf.data", tf_data.GraphEpochState(epoch))
+        return pipeline.Pipeline(run).dataset()
     probe = copy.copy(served)
     probe._datasets = probe._copies = probe._latest = None
     probe._reset_run_state(tf_data.GraphEpochState(epoch))
@@ -240,7 +245,7 @@ def _warm_up_batches(served, dataset, epochs):
     None: the built one, of a numpy engine) yields them; its
     `element_spec` (None for the numpy engines); and the shapes (as
     `batch_shapes` lists them)."""
-    built, chain = (None, []) if dataset is None else serving.derivation(dataset)
+    built, chain = (None, []) if dataset is None else served_lib.derivation(dataset)
     element_spec = built.element_spec if served._engine == "tf.data" else None
     batches, shapes = _shape_batches(served, element_spec, epochs)
     batches, element_spec = derived.replay(chain, batches, element_spec)
@@ -282,7 +287,7 @@ def _epoch_batches(served, epoch, element_spec):
     """The batches of `epoch` of the dataset `served` serves, made apart
     from it (nothing it or the callbacks read changes)."""
     if served._engine != "tf.data":
-        batches = numpy_batches.PlannedBatches(served)
+        batches = numpy_batches.PlannedBatches(served._served())
         return (batches.batch(epoch, k) for k in range(batches.num_batches))
     probe = _probe(served, epoch)
     if probe.element_spec != element_spec:

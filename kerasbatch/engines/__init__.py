@@ -10,9 +10,19 @@
 For the same seed and epoch, every engine yields bit-identical batches.
 """
 
+import importlib
 import numbers
 
-ENGINES = ("tf.data", "grain", "python")
+#: Every engine's name -> the module that makes its datasets. A module
+#: gives `planned(built, epoch=0, **options)` (a dataset of a built value's
+#: batches, whose next iteration yields `epoch`) and `stream(built, source,
+#: epoch=0, **options)`.
+_MODULES = {
+    "tf.data": "kerasbatch.engines.tf_data",
+    "grain": "kerasbatch.engines.grain",
+    "python": "kerasbatch.engines.python",
+}
+ENGINES = tuple(_MODULES)
 
 
 def check_engine(engine):
@@ -20,6 +30,36 @@ def check_engine(engine):
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
     return engine
+
+
+def engine_module(engine):
+    """The module of `engine` (imported now: it may need TensorFlow or
+    Grain, and says so where it is missing)."""
+    return importlib.import_module(_MODULES[check_engine(engine)])
+
+
+def options(engine, **given):
+    """The options of `engine` among `given` (None: not given), checked,
+    with their defaults; a ValueError for an option of another engine."""
+    check_engine(engine)
+    return python_options(engine, **given)
+
+
+def planned(engine, built, *, epoch=0, **options):
+    """A dataset of the batches of `built` (a
+    `kerasbatch.planning.built.Built`), made by `engine`; its next iteration
+    yields `epoch`. `options`: the engine's (`options`)."""
+    return engine_module(engine).planned(built, epoch=epoch, **options)
+
+
+def check_built_with(served, engine, what):
+    """Raises unless the dataset of `served` was built with `engine`;
+    `what` names the method that needs it."""
+    if served.engine != engine:
+        raise ValueError(
+            f"{what} runs on the {engine!r} engine, but the dataset was built "
+            f"with engine={served.engine!r}: build it with engine={engine!r}."
+        )
 
 
 def python_options(engine, workers=None, use_multiprocessing=None, max_queue_size=None):

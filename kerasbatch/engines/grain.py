@@ -14,14 +14,23 @@ iteration start there (what `kerasbatch.callbacks.DataCheckpoint` restores
 after a restart, mid-epoch).
 """
 
-from kerasbatch import optional
-from kerasbatch.engines import grain_lengths
+from kerasbatch import engines, optional
+from kerasbatch.engines import epoch_state, grain_lengths
+from kerasbatch.engines import served as served_lib
 from kerasbatch.engines.epoch_state import checked_state
 from kerasbatch.engines.numpy import batches as numpy_batches
 
 # This module is imported only by `build(..., engine="grain")`: Grain is
 # loaded here, with an error that says what needs it where it is missing.
 grain = optional.grain.load()
+
+
+def planned(built, epoch=0):
+    """A Grain `IterDataset` of the batches of `built` (a
+    `kerasbatch.planning.built.Built`); its next iteration yields `epoch`."""
+    engines.check_shapes_for_keras("grain", built.lengths_vary())
+    served = served_lib.Served(built, "grain", epoch_state.EpochState(epoch))
+    return served_lib.serve(PlannedIterDataset(served), served)
 
 
 class PlannedIterator(grain.DatasetIterator):
@@ -71,7 +80,7 @@ class PlannedIterDataset(grain.IterDataset):
     batches of an epoch; each iteration yields the next epoch.
 
     Args:
-        served: the frozen builder copy that serves the dataset.
+        served: the dataset's `kerasbatch.engines.served.Served`.
 
     Example:
 
@@ -88,7 +97,7 @@ class PlannedIterDataset(grain.IterDataset):
     def __init__(self, served):
         super().__init__()
         self._batches = numpy_batches.PlannedBatches(served)
-        self._state = served._state
+        self._state = served.state
         self._resume = None
         #: Keras' looks at the first batches under way (`grain_lengths`).
         self.keras_looks = 0

@@ -67,10 +67,10 @@ _MARK = "_kerasbatch_lengths"
 def built_dataset(dataset):
     """The dataset a kerasbatch builder returned that `dataset` is, or is
     made from by per-batch transformations; else None."""
-    from kerasbatch.builders import serving
+    from kerasbatch.engines import served
 
     try:
-        return serving.built_dataset(dataset)
+        return served.built_dataset(dataset)
     except ValueError:  # not kerasbatch's, or made by another transformation
         return None
 

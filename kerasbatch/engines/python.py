@@ -24,6 +24,8 @@ import threading
 import keras
 
 from kerasbatch import engines
+from kerasbatch.engines import epoch_state
+from kerasbatch.engines import served as served_lib
 from kerasbatch.engines.epoch_state import checked_state
 from kerasbatch.engines.numpy import batches as numpy_batches
 
@@ -48,6 +50,16 @@ class _NotAnArray:
         raise TypeError(NOT_AN_ARRAY)
 
 
+def planned(built, epoch=0, **options):
+    """A `keras.utils.PyDataset` of the batches of `built` (a
+    `kerasbatch.planning.built.Built`); its next iteration yields `epoch`.
+    `options`: `workers`, `use_multiprocessing` and `max_queue_size` (see
+    `PlannedPyDataset`)."""
+    engines.check_shapes_for_keras("python", built.lengths_vary())
+    served = served_lib.Served(built, "python", epoch_state.EpochState(epoch))
+    return served_lib.serve(PlannedPyDataset(served, **options), served)
+
+
 class PlannedPyDataset(_NotAnArray, keras.utils.PyDataset):
     """A built dataset's batches as a `keras.utils.PyDataset`.
 
@@ -67,7 +79,7 @@ class PlannedPyDataset(_NotAnArray, keras.utils.PyDataset):
     same batches in the same order as with one, bit for bit.
 
     Args:
-        served: the frozen builder copy that serves the dataset.
+        served: the dataset's `kerasbatch.engines.served.Served`.
         workers: threads that make batches ahead (1: none; each batch is
             made when Keras asks for it).
         use_multiprocessing: False only (worker processes would each hold
@@ -99,7 +111,7 @@ class PlannedPyDataset(_NotAnArray, keras.utils.PyDataset):
         # Keras takes the batches in its loop (workers=1): see the class.
         super().__init__(max_queue_size=options["max_queue_size"])
         self._batches = numpy_batches.PlannedBatches(served)
-        self._state = served._state
+        self._state = served.state
         self._made = set()  # the batches of the running epoch made so far
         self._keras_calls = None  # the batch Keras takes next in its epoch
         self._resume = None  # (epoch, batch) the next Keras epoch starts at

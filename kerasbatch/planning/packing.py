@@ -260,6 +260,15 @@ class PackedPlan:
         component; filler rows are padding)."""
         return self.batch_rows * self.sequence_length
 
+    def running_positions(self, num_batches):
+        """`(real, padded)` int positions over every sequence component of
+        the epoch's first `num_batches` batches."""
+        count = min(int(num_batches), self.num_batches)
+        components = len(self.component_names)
+        real = int(self.real_positions[:count].sum())
+        padded = int(self.padded_positions()[:count].sum())
+        return real * components, padded * components
+
     def shapes(self):
         """The distinct `(rows, sequence_length of every component)` the
         epoch feeds, sorted (as `kerasbatch.planning.plan.BatchPlan.shapes`)."""

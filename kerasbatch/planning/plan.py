@@ -7,6 +7,7 @@ before any tensor is built.
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -120,6 +121,20 @@ class BatchPlan:
         real = np.cumsum(self.real_positions.sum(axis=1))
         padded = np.cumsum(self.padded_positions().sum(axis=1))
         return real / np.maximum(padded, 1)
+
+    @functools.cached_property
+    def _cumulative_positions(self):
+        real = np.cumsum(self.real_positions.sum(axis=1))
+        return real, np.cumsum(self.padded_positions().sum(axis=1))
+
+    def running_positions(self, num_batches):
+        """`(real, padded)` int positions over every sequence component of
+        the epoch's first `num_batches` batches."""
+        count = min(int(num_batches), self.num_batches)
+        if count <= 0:
+            return 0, 0
+        real, padded = self._cumulative_positions
+        return int(real[count - 1]), int(padded[count - 1])
 
     def shapes(self):
         """The distinct `(rows, padded length of every sequence component)`

@@ -14,7 +14,7 @@ import numpy as np
 
 from kerasbatch import optional
 from kerasbatch.builders import ChunkBuilder, PackedBuilder, StreamBucketBuilder
-from kerasbatch.builders.serving import builder_of
+from kerasbatch.builders.datasets import builder_of
 
 
 def restore_order(outputs, dataset, *, per_frame=False, per_segment=False, epoch=None):

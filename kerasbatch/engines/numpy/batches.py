@@ -2,7 +2,7 @@
 
 What the numpy engines (`grain`, `python`) serve: batch `k` of epoch `e` is
 gathered, cut and padded from the plan of `e`, value for value as the
-`tf.data` engine's batch function makes it (`Builder`'s `_BatchFunction`),
+`tf.data` engine's batch function makes it,
 with no TensorFlow. A builder whose batches differ in kind gives its own
 batch function (`PackedBuilder`, `ChunkBuilder`).
 """
@@ -13,6 +13,24 @@ from kerasbatch.data import outputs, sources
 from kerasbatch.engines import processes
 
 
+def batch_function(built):
+    """The numpy `(plan, index) -> batch` of the kind of batches of `built`."""
+    kind = built.batches
+    if kind == "packed":
+        from kerasbatch.engines.numpy import packed
+
+        return packed.PackRows(built)
+    if kind == "chunks":
+        from kerasbatch.engines.numpy import chunks
+
+        return chunks.ChunkBatchFunction(built)
+    if kind == "windows":
+        from kerasbatch.engines.numpy import windows
+
+        return windows.WindowBatchFunction(built)
+    return BatchFunction(built)
+
+
 class PlannedBatches:
     """Batch `index` of `epoch` of a built dataset, in numpy.
 
@@ -20,30 +38,30 @@ class PlannedBatches:
     (`kerasbatch.engines.processes`).
 
     Args:
-        served: the frozen builder copy that serves the dataset (its
-            `plan(epoch)` and data).
+        served: the dataset's `kerasbatch.engines.served.Served` (its
+            `plan(epoch)` and built value).
 
     Example:
 
     >>> import numpy as np
     >>> import kerasbatch
+    >>> from kerasbatch.engines import served
     >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
     >>> dataset = builder.build([np.ones(n) for n in (1, 2, 3)], engine="python")
     >>> batches = kerasbatch.engines.numpy.batches.PlannedBatches(
-    ...     kerasbatch.builders.builder_of(dataset))
+    ...     served.served_by(dataset))
     >>> batches.num_batches, batches.batch(0, 1).shape
     (2, (1, 3))
     """
 
     def __init__(self, served):
         self._served = served
-        self._make = served._numpy_batch_function()
+        self._make = batch_function(served.built)
         self.num_batches = served.plan(0).num_batches
-        served._check_has_batches(self.num_batches)
+        served.built.check_has_batches(self.num_batches)
         self.process, self.processes = processes.jax_processes()
         if self.processes > 1:
-            served._check_even_split(
-                *served._distributed_batch_rows(),
+            served.built.check_even_split(
                 self.processes,
                 f"The {self.processes} JAX processes each take an equal part of "
                 "every batch",
@@ -60,18 +78,19 @@ class BatchFunction:
     """Gathers and pads batch `index` of a `BatchPlan`, as `_BatchFunction`.
 
     Args:
-        builder: the frozen builder copy (its prepared data and settings).
+        built: the built value (its prepared data and settings).
     """
 
-    def __init__(self, builder):
-        prepared = builder._prepared
+    def __init__(self, built):
+        prepared = built.prepared
+        settings = built.settings
         self.components = prepared.data.components
         self.structure = prepared.data.structure
         self.paddings = prepared.paddings
-        self.output_lengths = builder.output_lengths
-        self.output_mask = builder.output_mask
-        self.model_inputs = builder.model_inputs
-        self.fills = builder._fills
+        self.output_lengths = settings.output_lengths
+        self.output_mask = settings.output_mask
+        self.model_inputs = settings.model_inputs
+        self.fills = built.fills
 
     def __call__(self, plan, index):
         start, end = plan.batch_splits[index], plan.batch_splits[index + 1]

@@ -1,5 +1,7 @@
 """The `tf.data` engine: plans turned into batches inside a graph.
 
+- `pipeline`: a built value's dataset, epoch after epoch, with the parts
+  for its kind of batches (`rows`, `packed`, `chunks`, `windows`);
 - `orders`: each epoch's order of batches, computed in the graph (the
   twin of `kerasbatch.planning.orders`, bit for bit);
 - `batch`: the epoch counter in variables, and the map that gathers, cuts
@@ -8,3 +10,11 @@
 - `service`: epochs made by the workers of a tf.data service;
 - `stream_blocks`: a stream's buckets, planned block by block in the graph.
 """
+
+
+def planned(built, epoch=0):
+    """A `tf.data.Dataset` of the batches of `built` (a
+    `kerasbatch.planning.built.Built`); its next iteration yields `epoch`."""
+    from kerasbatch.engines.tf_data import pipeline
+
+    return pipeline.planned(built, epoch)

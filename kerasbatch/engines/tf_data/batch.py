@@ -10,7 +10,7 @@
   `kerasbatch.engines.numpy.batches.BatchFunction`);
 - `checkpointable`: the options every pipeline runs with.
 
-The builders assemble the pipelines from these (`_planned_dataset`).
+`kerasbatch.engines.tf_data.pipeline` assembles the pipelines from these.
 """
 
 from __future__ import annotations
@@ -95,7 +95,8 @@ class BatchArguments(typing.NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class EpochTensors:
-    """What `Builder._batch_arguments` reads, made once per dataset.
+    """What `kerasbatch.engines.tf_data.rows.Rows` reads, made once per
+    dataset.
 
     Attributes:
         order: the `kerasbatch.engines.tf_data.orders.GraphOrder` of the batches.
@@ -115,8 +116,9 @@ class EpochTensors:
 class BatchFunction:
     """Gathers and pads one batch: `BatchArguments → element`."""
 
-    def __init__(self, builder, static_batch_size):
-        prepared = builder._prepared
+    def __init__(self, built, static_batch_size):
+        prepared = built.prepared
+        settings = built.settings
         data = prepared.data
         self.static_batch_size = static_batch_size
         self.components = data.components
@@ -124,10 +126,10 @@ class BatchFunction:
         self.tensors = [c.to_tensor() for c in self.components]
         self.paddings = prepared.paddings
         self.may_cut = bool((prepared.element_limits != plan_lib.NO_LIMIT).any())
-        self.output_lengths = builder.output_lengths
-        self.output_mask = builder.output_mask
-        self.model_inputs = builder.model_inputs
-        self.fills = builder._fills
+        self.output_lengths = settings.output_lengths
+        self.output_mask = settings.output_mask
+        self.model_inputs = settings.model_inputs
+        self.fills = built.fills
 
     def __call__(self, batch):
         indices = batch.indices[: batch.size]

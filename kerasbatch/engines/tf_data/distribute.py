@@ -107,3 +107,44 @@ def check_divisible(fixed_sizes, num_replicas, builder_name):
                 f"the strategy's {num_replicas} replicas cannot share evenly. "
                 f"Set it to a multiple of {num_replicas} (e.g. {suggestion})."
             )
+
+
+def distribute(served, strategy):
+    """The batches of a built `tf.data` dataset, per replica, for `strategy`
+    (`kerasbatch.builders.PlannedBuilder.distribute`): a
+    `tf.distribute.DistributedDataset` served by `served`."""
+    from kerasbatch.engines import served as served_lib
+    from kerasbatch.engines.tf_data import pipeline
+    from kerasbatch.planning import plan as plan_lib
+
+    if not isinstance(strategy, tf.distribute.Strategy):
+        raise TypeError(
+            "distribute takes a tf.distribute.Strategy (e.g. "
+            f"MirroredStrategy), got {type(strategy).__name__}."
+        )
+    built = served.built
+    replicas = strategy.num_replicas_in_sync
+    check_divisible(
+        [
+            (what, size)
+            for what, size in built.fixed_batch_sizes
+            if plan_lib.round_up(size, built.settings.batch_multiple) % replicas
+        ],
+        replicas,
+        built.builder,
+    )
+    built.check_even_split(
+        replicas,
+        f"The strategy's {replicas} replicas each take an equal part of every batch",
+    )
+
+    def per_pipeline(input_context):
+        return pipeline.Pipeline(served).dataset(
+            ReplicaSlice.of(strategy, input_context)
+        )
+
+    distributed = strategy.distribute_datasets_from_function(per_pipeline)
+    # tf.distribute reports the per-pipeline cardinality (one element per
+    # local replica and step), which Keras takes for steps.
+    distributed._cardinality = served.plan().num_batches
+    return served_lib.serve(distributed, served)

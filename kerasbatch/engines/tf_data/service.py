@@ -153,17 +153,55 @@ def check_reachable(service, timeout):
         ) from None
 
 
-def global_batches(builder, epochs, initial_epoch, num_batches):
+def distribute_planned(
+    served, service, *, processing_mode, epochs, initial_epoch, num_workers, timeout
+):
+    """The batches of a built `tf.data` dataset for `epochs` epochs, made by
+    the workers of a tf.data service
+    (`kerasbatch.builders.PlannedBuilder.distribute_with_service`)."""
+    from kerasbatch.engines import served as served_lib
+    from kerasbatch.engines.tf_data import pipeline
+
+    check_request(
+        service,
+        processing_mode,
+        num_workers,
+        epochs,
+        initial_epoch,
+        timeout,
+        planned_modes(),
+    )
+    local = pipeline.Pipeline(served)
+    batch_function, num_batches = local.part.batch_function(None)
+    batches = global_batches(
+        local.part.batch_arguments, int(epochs), int(initial_epoch), num_batches
+    ).map(batch_function, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    remote = batches.apply(
+        tf.data.experimental.service.distribute(processing_mode, service)
+    )
+
+    def arrived(number, batch):
+        epoch = initial_epoch + number // num_batches
+        with tf.control_dependencies([served.state.mark_started(epoch)]):
+            return tf.nest.map_structure(tf.identity, batch)
+
+    remote = local.prefetched(remote.enumerate().map(arrived))
+    remote = remote.apply(tf.data.experimental.assert_cardinality(epochs * num_batches))
+    return served_lib.serve(remote, served)
+
+
+def global_batches(batch_arguments, epochs, initial_epoch, num_batches):
     """The batch function's arguments of `epochs` epochs, one per batch, as
     a dataset with no state outside its graph (see the module docstring).
 
     Args:
-        builder: the built copy serving the dataset (its `_batch_arguments`).
+        batch_arguments: `epoch -> ` the stacked arguments of every batch of
+            `epoch` (a tensor).
         epochs: how many epochs.
         initial_epoch: the first epoch.
         num_batches: batches per epoch.
     """
-    first = builder._batch_arguments(tf.constant(initial_epoch, tf.int64))
+    first = batch_arguments(tf.constant(initial_epoch, tf.int64))
 
     def step(state, number):
         cached_epoch, cached = state
@@ -171,7 +209,7 @@ def global_batches(builder, epochs, initial_epoch, num_batches):
         arguments = tf.cond(
             tf.equal(epoch, cached_epoch),
             lambda: cached,
-            lambda: builder._batch_arguments(epoch),
+            lambda: batch_arguments(epoch),
         )
         batch = tf.nest.map_structure(
             lambda values: values[number % num_batches], arguments

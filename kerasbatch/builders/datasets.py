@@ -1,0 +1,215 @@
+"""A builder's built datasets: which it returned, and their epochs.
+
+Every `build` resolves a frozen built value (`kerasbatch.planning.built`),
+and an engine makes a dataset of it that keeps its own run state
+(`kerasbatch.engines.served`). The builder keeps its settings, the epoch its
+next build starts at, and weak links to the datasets it returned: for
+`set_epoch`, and the defaults of `statistics()`, `plan()` and the
+callbacks (the latest build). `builder_of(dataset)` gives a builder that
+describes one dataset alone.
+"""
+
+import gc
+import weakref
+
+from kerasbatch import checks
+from kerasbatch.engines import epoch_state
+from kerasbatch.engines import served as served_lib
+
+#: The builder that describes each dataset alone, made once (`builder_of`).
+_DESCRIBING = weakref.WeakKeyDictionary()
+
+
+def builder_of(dataset):
+    """The builder of `dataset`, as it was when `build` returned it.
+
+    Every dataset a builder returns is bound to the data and plan of its own
+    `build` call (a frozen built value, which building again with other data
+    or `adapt` never changes). This returns a builder of the same settings
+    bound to that dataset alone, whose `statistics()`, `plan()` and
+    `running_positions()` describe exactly the batches the dataset yields.
+
+    A dataset made from a built one by per-batch transformations (tf.data's
+    `map`, `prefetch`, `with_options`; Grain's `map`, `random_map`,
+    `map_with_index`; see `kerasbatch.engines.derived`) has the same
+    batches, changed one by one: it is described by the same builder.
+
+    Args:
+        dataset: a dataset returned by a builder's `build` (or
+            `distribute`), or one made from it by per-batch
+            transformations.
+
+    Raises:
+        ValueError: `dataset` was not returned by a builder nor made from
+            one; or it was made by a transformation that changes which
+            batches an epoch holds (`filter`, `batch`, `repeat`, `take`,
+            `shuffle`, ...): the message names it.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kerasbatch
+    >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+    >>> train = builder.build([np.ones(n) for n in (1, 2, 3, 4)])
+    >>> val = builder.build([np.ones(n) for n in (5, 5)])
+    >>> kerasbatch.builders.builder_of(train).statistics().num_elements
+    4
+    >>> mapped = train.map(lambda x: {"token_ids": x}).prefetch(2)
+    >>> kerasbatch.builders.builder_of(mapped) is kerasbatch.builders.builder_of(train)
+    True
+    >>> kerasbatch.builders.builder_of(train.repeat())
+    Traceback (most recent call last):
+    ...
+    kerasbatch.engines.derived.DerivedDatasetError: This dataset (_RepeatDataset) is made by repeat() from a dataset a kerasbatch builder built, ...
+    """
+    root = served_lib.built_dataset(dataset)
+    served = served_lib.served_by(root)
+    if not isinstance(served, served_lib.Served):
+        return served  # a stream's dataset: the builder's copy that serves it
+    describing = _DESCRIBING.get(served)
+    if describing is None:
+        built = served.built
+        describing = built.builder_type(**built.arguments)
+        for name, value in vars(built.settings).items():
+            setattr(describing, name, value)
+        describing._keep(root, served)
+        _DESCRIBING[served] = describing
+    return describing
+
+
+class BuiltDatasets:
+    """The datasets a builder built, and their epochs (a mixin of every
+    planned builder; see the module docstring)."""
+
+    def _init_datasets(self):
+        """No dataset built yet; datasets built later start at epoch 0."""
+        self._epochs = epoch_state.EpochState(0)
+        self._datasets = weakref.WeakKeyDictionary()  # dataset -> Served
+        self._latest = None  # the Served of the latest build (or adapt)
+
+    def _keep(self, dataset, served):
+        """Records `dataset`, served by `served`, as the latest build."""
+        self._datasets[dataset] = served
+        self._latest = served
+        return dataset
+
+    def _served(self, dataset=None):
+        """The `Served` of `dataset` (default: the latest build, or
+        `adapt`), or None when there is none."""
+        if dataset is None:
+            return self._latest
+        served = served_lib.served_by(dataset)
+        if not any(served is other for other in list(self._datasets.values())):
+            raise ValueError(
+                f"This dataset was built by another builder than {self!r}; "
+                "ask that builder, or kerasbatch.builders.builder_of(dataset)."
+            )
+        return served
+
+    def _built_served(self, dataset, method):
+        """`_served(dataset)`, or a RuntimeError naming `method` when
+        nothing was built."""
+        served = self._served(dataset)
+        if served is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.{method} needs data: call build(x, ...) first."
+            )
+        return served
+
+    def _serving(self, dataset):
+        """The builder that describes `dataset` alone (`builder_of`), if
+        this builder built it; else a ValueError."""
+        self._served(dataset)
+        return builder_of(dataset)
+
+    @property
+    def _engine(self):
+        """The engine of the latest built dataset."""
+        return self._built_served(None, "engine").engine
+
+    @property
+    def _state(self):
+        """The epoch state of the latest built dataset."""
+        return self._built_served(None, "epoch").state
+
+    def built_datasets(self):
+        """The datasets this builder returned that are still in use.
+
+        Example:
+
+        >>> import numpy as np
+        >>> import kerasbatch
+        >>> builder = kerasbatch.PaddedBuilder(batch_size=2)
+        >>> train = builder.build([np.ones(n) for n in (1, 2, 3)])
+        >>> val = builder.build([np.ones(n) for n in (4, 5)])
+        >>> len(builder.built_datasets())
+        2
+        """
+        if len(self._datasets) > 1:
+            gc.collect()  # datasets kept only by reference cycles are not in use
+        return list(self._datasets)
+
+    @property
+    def epoch(self):
+        """The epoch the next iteration of the latest built dataset will use."""
+        if self._latest is None:
+            return self._epochs.next_epoch()
+        return self._latest.state.next_epoch()
+
+    def set_epoch(self, epoch):
+        """Makes the next iteration of every built dataset yield epoch `epoch`.
+
+        Every new iteration (each `model.fit` epoch) otherwise advances the
+        epoch of that dataset by one; `kerasbatch.callbacks.EpochReshuffle`
+        calls this in `on_epoch_begin` so that resumed training sees the same
+        batches. Datasets built later start at `epoch` too.
+        """
+        epoch = checks.checked_epoch(epoch)
+        self._epochs.assign(epoch)
+        if self._latest is not None:
+            self._latest.state.assign(epoch)
+        for served in list(self._datasets.values()):
+            served.state.assign(epoch)
+
+    @property
+    def last_started_epoch(self):
+        """The epoch of the latest built dataset's most recent iteration, or
+        None."""
+        return None if self._latest is None else self._latest.state.started_epoch()
+
+    def statistics(self, epoch=None, dataset=None):
+        """`PlanStatistics` of one epoch of a built dataset.
+
+        Args:
+            epoch: the epoch (default: the one last started, else the next).
+            dataset: the dataset this builder returned that the figures are
+                for (default: the latest built, or the data of `adapt`).
+        """
+        return self._built_served(dataset, "statistics").statistics(epoch)
+
+    def running_positions(self, num_batches, dataset=None):
+        """Real and padded positions of the running epoch's first batches.
+
+        The callbacks' view of a builder (`kerasbatch.callbacks`): every
+        builder kind answers it, from its plan (in-memory builders) or from
+        in-pipeline counters (`kerasbatch.StreamBucketBuilder`).
+
+        Args:
+            num_batches: how many of the epoch's batches (in order) to count.
+            dataset: the built dataset (default: the latest built).
+
+        Returns:
+            `(real, padded)` int positions over all sequence components of
+            the first `num_batches` batches of the epoch last started.
+
+        Example:
+
+        >>> import numpy as np
+        >>> import kerasbatch
+        >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+        >>> _ = builder.build([np.ones(n) for n in (1, 2, 3, 5)])
+        >>> builder.running_positions(1), builder.running_positions(2)
+        ((3, 4), (11, 14))
+        """
+        served = self._built_served(dataset, "running_positions")
+        return served.running_positions(num_batches)

@@ -1,0 +1,128 @@
+"""What serves each built dataset: its built value, engine and run state.
+
+Every dataset an engine makes from a built value
+(`kerasbatch.planning.built.Built`) is registered here with a `Served`
+object: the value, the engine's name and the dataset's epoch state
+(`kerasbatch.engines.epoch_state`). `served_by(dataset)` finds it for any
+dataset a builder returned, or one made from it by per-batch
+transformations (`kerasbatch.engines.derived`): what the callbacks,
+`statistics()` and `restore_order` read.
+"""
+
+import collections
+import threading
+import weakref
+
+from kerasbatch import checks
+from kerasbatch.engines import derived
+
+#: Plans kept per dataset (an epoch's plan is made once, read many times).
+_PLAN_CACHE_SIZE = 4
+
+#: Every built dataset still in use -> its `Served`.
+_SERVED = weakref.WeakKeyDictionary()
+
+
+class Served:
+    """One built dataset's built value, engine and run state.
+
+    Args:
+        built: the `kerasbatch.planning.built.Built` value.
+        engine: the engine's name.
+        state: the dataset's epoch state (`EpochState`, or the `tf.data`
+            engine's `GraphEpochState`).
+
+    Example:
+
+    >>> import numpy as np
+    >>> import kerasbatch
+    >>> from kerasbatch.engines import served
+    >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
+    >>> dataset = builder.build([np.ones(n) for n in (1, 2, 3)], engine="python")
+    >>> run = served.served_by(dataset)
+    >>> run.engine, run.plan(0).num_batches, run.statistics().num_elements
+    ('python', 2, 3)
+    """
+
+    def __init__(self, built, engine, state):
+        self.built = built
+        self.engine = engine
+        self.state = state
+        self._plans = collections.OrderedDict()
+        self._plans_lock = threading.Lock()
+
+    def epoch_or_running(self, epoch=None):
+        """`epoch`, checked; by default the epoch last started, else the next."""
+        if epoch is None:
+            epoch = self.state.started_epoch()
+            if epoch is None:
+                epoch = self.state.next_epoch()
+        return checks.checked_epoch(epoch)
+
+    def plan(self, epoch=None):
+        """The plan of `epoch` (default: the epoch last started, else the
+        next), cached."""
+        epoch = self.epoch_or_running(epoch)
+        with self._plans_lock:
+            if epoch in self._plans:
+                return self._plans[epoch]
+        plan = self.built.plan(epoch)
+        with self._plans_lock:
+            self._plans[epoch] = plan
+            while len(self._plans) > _PLAN_CACHE_SIZE:
+                self._plans.popitem(last=False)
+        return plan
+
+    def statistics(self, epoch=None):
+        """The `kerasbatch.PlanStatistics` of `epoch` (as `plan`)."""
+        return self.plan(epoch).statistics()
+
+    def running_positions(self, num_batches):
+        """`(real, padded)` positions of the running epoch's first
+        `num_batches` batches."""
+        return self.plan().running_positions(num_batches)
+
+    def batch_shapes(self, epoch=None):
+        """Every distinct shape `epoch` feeds the model (as `plan`)."""
+        return self.built.batch_shapes(self.plan(epoch))
+
+
+def serve(dataset, served):
+    """Registers `dataset` as served by `served`; returns `dataset`."""
+    _SERVED[dataset] = served
+    return dataset
+
+
+def served_by(dataset):
+    """The `Served` of `dataset`: one an engine made from a built value, or
+    one made from it by per-batch transformations; a ValueError otherwise
+    (naming a transformation that changes which batches an epoch holds)."""
+    return _SERVED[built_dataset(dataset)]
+
+
+def built_dataset(dataset):
+    """The dataset an engine made that `dataset` is, or is made from by
+    per-batch transformations (see `served_by`); a ValueError otherwise."""
+    return derivation(dataset)[0]
+
+
+def derivation(dataset):
+    """`(built, chain)`: the dataset an engine made under `dataset`, and the
+    per-batch transformations from `dataset` down to it
+    (`kerasbatch.engines.derived`; empty for a built dataset)."""
+    found = derived.trace(dataset, is_served)
+    if found is None:
+        raise ValueError(
+            f"{dataset!r} was not returned by a kerasbatch builder's build(). "
+            "Pass the dataset build() returned, or one made from it by "
+            "per-batch transformations (map, prefetch, ...)."
+        )
+    return found
+
+
+def is_served(dataset):
+    """Whether an engine made `dataset` (and it is still registered)."""
+    try:
+        return dataset in _SERVED
+    except TypeError:  # unhashable
+        return False
