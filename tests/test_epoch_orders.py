@@ -322,6 +322,7 @@ def test_buckets_assign_and_cut_alike_in_numpy_and_tensorflow(
 ):
     """`Buckets` serves BucketBuilder (NumPy) and StreamBucketBuilder (in the
     graph): both engines give every length the same bucket and cut."""
+    from kerasbatch.engines.tf_data import buckets as graph_buckets
     from kerasbatch.planning.buckets import Buckets
 
     buckets = Buckets.of(sorted(boundaries), 70, truncate)
@@ -329,10 +330,10 @@ def test_buckets_assign_and_cut_alike_in_numpy_and_tensorflow(
     assigned = buckets.assign(lengths)
     cut = buckets.cut_limits(assigned, plan_lib.NO_LIMIT if limit is None else limit)
     for length in lengths:
-        bucket = buckets.assign_tensor(tf.constant(length, tf.int64))
+        bucket = graph_buckets.assign(buckets, tf.constant(length, tf.int64))
         assert int(bucket) == assigned[length]
         limit_tensor = None if limit is None else tf.constant(limit, tf.int64)
-        graph_cut = buckets.cut_limit_tensor(bucket, limit_tensor)
+        graph_cut = graph_buckets.cut_limit(buckets, bucket, limit_tensor)
         expected = plan_lib.NO_LIMIT if graph_cut is None else int(graph_cut)
         assert expected == cut[length]
 

@@ -12,6 +12,7 @@ from kerasbatch.data import padding as padding_lib
 from kerasbatch.data.stream_elements import StreamElements
 from kerasbatch.engines import served as served_lib
 from kerasbatch.engines import stream_counters as counters_lib
+from kerasbatch.engines.tf_data import buckets as graph_buckets
 from kerasbatch.engines.tf_data import service as service_lib
 from kerasbatch.engines.tf_data import stream_blocks
 from kerasbatch.engines.tf_data.batch import checkpointable
@@ -901,8 +902,8 @@ class StreamBucketBuilder(BucketSettings, SharedSettings):
                 num_dropped = tf.reduce_sum(tf.cast(too_long, tf.int64))
                 checks.append(self._counters.add_dropped(num_dropped))
         cut_length = length if limit is None else tf.minimum(length, limit)
-        bucket = self._buckets.assign_tensor(cut_length)
-        limit = self._buckets.cut_limit_tensor(bucket, limit)
+        bucket = graph_buckets.assign(self._buckets, cut_length)
+        limit = graph_buckets.cut_limit(self._buckets, bucket, limit)
         kept = lengths
         values = [s.values for s in sequences]
         if limit is not None:

@@ -71,25 +71,3 @@ class Buckets:
         if not self.truncate:
             return np.broadcast_to(np.int64(limit), np.shape(buckets))
         return np.where(buckets > 0, np.minimum(self.lower[buckets], limit), limit)
-
-    # ------------------------------------------------------------- TensorFlow
-    def assign_tensor(self, length):
-        """`assign` of an int64 tensor of lengths (a scalar or a vector), in
-        the graph: the buckets, int64, in the shape of `length`."""
-        import tensorflow as tf
-
-        boundaries = tf.constant(self.boundaries, tf.int64)
-        above = tf.cast(length[..., None] >= boundaries, tf.int64)
-        return tf.reduce_sum(above, axis=-1)
-
-    def cut_limit_tensor(self, bucket, limit=None):
-        """`cut_limits` of a tensor of buckets, in the graph; `limit` an
-        int64 tensor or None (no limit). Returns None when nothing is cut."""
-        import tensorflow as tf
-
-        if not self.truncate:
-            return limit
-        lower = tf.gather(tf.constant(self.lower), bucket)
-        if limit is None:
-            return tf.where(bucket > 0, lower, plan_lib.NO_LIMIT)
-        return tf.where(bucket > 0, tf.minimum(lower, limit), limit)
