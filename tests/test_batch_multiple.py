@@ -136,15 +136,17 @@ def test_config_round_trips_and_equality_sees_it():
 def test_replicas_share_a_filled_batch_evenly(kind):
     """Under `distribute`, each global batch is filled first, then cut: with
     `batch_multiple` a multiple of the replicas, every part has one size."""
+    from kerasbatch.engines.served import served_by
     from kerasbatch.engines.tf_data.distribute import ReplicaSlice
+    from kerasbatch.engines.tf_data.pipeline import Pipeline
 
     builder = BUILDERS[kind](batch_multiple=4, seed=2)
     train = build(builder)
-    served = kerasbatch.builders.builder_of(train)
     builder.set_epoch(1)
     batches = list(train)
     builder.set_epoch(1)
-    parts = list(served._make_dataset(ReplicaSlice(num_replicas=2, first=0, count=2)))
+    replicas = ReplicaSlice(num_replicas=2, first=0, count=2)
+    parts = list(Pipeline(served_by(train)).dataset(replicas))
     assert len(parts) == 2 * len(batches)
     for (first, second), batch in zip(
         zip(parts[::2], parts[1::2], strict=True), batches, strict=True

@@ -516,11 +516,12 @@ def test_a_builder_keeps_only_its_settings_after_build(engine):
         "bucket_counts",
         "bucket_lengths",
     }
-    # Everything about the build is read from the copy that serves it.
+    # Everything about the build is read from its frozen built value.
     assert builder.statistics().num_elements == len(TRAIN_LENGTHS)
     assert builder.lengths.tolist() == list(TRAIN_LENGTHS)
     assert builder.longest_element(0) is not None
-    assert builder_of(train)._prepared is not None
+    assert builder_of(train).built is builder.built
+    assert builder.built.prepared.lengths.tolist() == list(TRAIN_LENGTHS)
     stream = kerasbatch.StreamBucketBuilder(boundaries=[8], batch_size=4)
     stream.build(sequences(TRAIN_LENGTHS, 1), engine="grain")
     assert stream._elements is None and not hasattr(stream, "_source")

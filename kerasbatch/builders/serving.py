@@ -61,7 +61,7 @@ class Serving:
         else:
             served._reset_run_state(epoch_state.EpochState(epoch))
         dataset = make_dataset(served)
-        self._datasets[dataset] = served_lib.serve(dataset, served)
+        self._datasets[served_lib.serve(dataset, served)] = served
         self._copies[id(served)] = served
         self._latest = served
         self._keep_settings_only()
