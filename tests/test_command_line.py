@@ -98,7 +98,11 @@ def test_a_plain_import_registers_everything_and_the_command_defers_it():
         timeout=120,
         check=True,
     ).stdout.split("\n")
-    assert plain[:3] == ["True True", "BucketBuilder kerasbatch.tools.analysis", "True"]
+    assert plain[:3] == [
+        "True True",
+        "BucketBuilder kerasbatch.tools.analysis.runner",
+        "True",
+    ]
     # The console script's argv[0]: the package defers TensorFlow until a
     # pipeline name is used.
     command = subprocess.run(
@@ -110,7 +114,7 @@ def test_a_plain_import_registers_everything_and_the_command_defers_it():
     ).stdout.split("\n")
     assert command[:3] == [
         "False False",
-        "BucketBuilder kerasbatch.tools.analysis",
+        "BucketBuilder kerasbatch.tools.analysis.runner",
         "True",
     ]
 

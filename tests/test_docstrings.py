@@ -20,7 +20,12 @@ MODULES = sorted(
 
 #: Modules whose public classes and functions must show an Example.
 WITH_EXAMPLES = {
-    "kerasbatch.tools.analysis",
+    "kerasbatch.tools.analysis.costs",
+    "kerasbatch.tools.analysis.plot",
+    "kerasbatch.tools.analysis.report",
+    "kerasbatch.tools.analysis.runner",
+    "kerasbatch.tools.analysis.settings",
+    "kerasbatch.tools.analysis.strategies",
     "kerasbatch.planning.batching",
     "kerasbatch.planning.boundaries",
     "kerasbatch.builders.base",

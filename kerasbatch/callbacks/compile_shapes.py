@@ -215,9 +215,7 @@ def _count(served, epochs):
         return None
     if len(counts) == len(epochs):
         return counts[-1]
-    from kerasbatch.tuner.compile_cost import _extrapolate
-
-    return math.ceil(_extrapolate(counts, len(epochs)))
+    return math.ceil(costs.extrapolate_shapes(counts, len(epochs)))
 
 
 def _many(served, count):

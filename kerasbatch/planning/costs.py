@@ -5,8 +5,10 @@ positions in a row (attention), per step and per compiled shape, each
 measured on the hardware it names; `resolve_backend` and `resolve_device`
 find the backend and device an estimate is for without importing Keras
 (Keras' backend setting; whether this machine shows an NVIDIA GPU), and
-`resolve_costs` gives the figures, or your own. Imports neither Keras nor
-TensorFlow.
+`resolve_costs` gives the figures, or your own. `extrapolate_shapes`
+carries the count of distinct batch shapes of the epochs planned on to
+those of a longer run (for `kerasbatch.tuner.CompileCost` and the
+callbacks' compile warning). Imports neither Keras nor TensorFlow.
 """
 
 import dataclasses
@@ -20,6 +22,7 @@ __all__ = [
     "BACKEND_COSTS",
     "DEVICES",
     "BackendCosts",
+    "extrapolate_shapes",
     "resolve_backend",
     "resolve_costs",
     "resolve_device",
@@ -262,3 +265,41 @@ def resolve_costs(backend, device, compile_seconds_per_shape=None):
     if costs is None or measured is None:
         return costs
     return dataclasses.replace(costs, seconds_per_shape=float(measured))
+
+
+def extrapolate_shapes(counts, epochs):
+    """Distinct batch shapes after `epochs` epochs, from the counts of the
+    epochs planned.
+
+    New shapes come ever more slowly (each epoch mostly feeds shapes an
+    earlier one fed), so the count beyond the planned epochs follows a
+    power law through the counts after half and after all of them:
+    `counts[-1] × (epochs / planned) ** power`, where `power` makes the
+    law pass through both. Where all the epochs are planned, or the second
+    half brought no new shape, it is the last count.
+
+    Args:
+        counts: the distinct shapes fed so far after each planned epoch
+            (`counts[i]`: over epochs `0 .. i`; never decreasing, the first
+            positive).
+        epochs: the epochs of the whole run (at least `len(counts)`).
+
+    Returns:
+        The estimated count (a float where extrapolated, not rounded).
+
+    Example:
+
+    >>> counts = [10, 16, 20, 24]  # 1.5 times as many after twice the epochs
+    >>> round(extrapolate_shapes(counts, 16), 6)  # 24 x 1.5 x 1.5
+    54.0
+    >>> extrapolate_shapes(counts, 4), extrapolate_shapes([5, 5], 10)
+    (24, 5)
+    """
+    planned = len(counts)
+    if planned == epochs:
+        return counts[-1]
+    half = max(planned // 2, 1)
+    if half == planned or counts[-1] == counts[half - 1]:
+        return counts[-1]
+    power = math.log(counts[-1] / counts[half - 1]) / math.log(planned / half)
+    return counts[-1] * (epochs / planned) ** power

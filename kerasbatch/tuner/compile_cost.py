@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 
 from kerasbatch.config import Configurable
+from kerasbatch.planning.costs import extrapolate_shapes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +148,7 @@ class CompileCost(Configurable):
             batches += plan.num_batches
         scale = self.epochs / planned
         positions, batches = positions * scale, batches * scale
-        compiled = float(_extrapolate(counts, self.epochs))
+        compiled = float(extrapolate_shapes(counts, self.epochs))
         step_time = (
             positions * self.seconds_per_position + batches * self.seconds_per_step
         )
@@ -299,19 +300,6 @@ def _fit_line(positions, steps):
         if slope > 0 and intercept >= 0:
             return float(slope), float(intercept)
     return float(steps.sum() / positions.sum()), 0.0
-
-
-def _extrapolate(counts, epochs):
-    """Distinct shapes after `epochs` epochs from the counts of the planned
-    ones: a power law through the counts after half and all of them."""
-    planned = len(counts)
-    if planned == epochs:
-        return counts[-1]
-    half = max(planned // 2, 1)
-    if half == planned or counts[-1] == counts[half - 1]:
-        return counts[-1]
-    power = math.log(counts[-1] / counts[half - 1]) / math.log(planned / half)
-    return counts[-1] * (epochs / planned) ** power
 
 
 def _seconds(value, name, allow_zero=False):
