@@ -26,7 +26,7 @@ import weakref
 
 import keras
 
-from kerasbatch.builders.serving import builder_of
+from kerasbatch.builders.datasets import builder_of
 from kerasbatch.planning import costs
 
 #: More distinct shapes than this over the fit's epochs (or than a bucket
