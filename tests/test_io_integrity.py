@@ -31,7 +31,7 @@ from kerasbatch.io import (
     read_file_records,
     write_dataset,
 )
-from kerasbatch.io.records import scan_records
+from kerasbatch.io.record_scan import scan_records
 
 COMPRESSIONS = [None, "gzip", "zlib"]
 NUM_RECORDS = 12

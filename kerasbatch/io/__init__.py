@@ -18,7 +18,11 @@ the loader configuration's `target_batch_size` and `padding` or by a
 `kerasbatch.StreamBucketBuilder`.
 """
 
-from kerasbatch.io.loader import LOADER_TYPES, TFRecordLoader
+from kerasbatch.io.dataset_check import DatasetCheck, check_dataset
+from kerasbatch.io.dataset_parsing import parse_batches
+from kerasbatch.io.error_messages import error_message
+from kerasbatch.io.loader import TFRecordLoader
+from kerasbatch.io.loader_config import LOADER_TYPES
 from kerasbatch.io.manifest import (
     COMPRESSIONS,
     DESERIALIZE_TYPES,
@@ -27,14 +31,7 @@ from kerasbatch.io.manifest import (
     Manifest,
     load_manifest,
 )
-from kerasbatch.io.parsing import (
-    DatasetCheck,
-    check_dataset,
-    error_message,
-    make_batch_parser,
-    make_parser,
-    parse_batches,
-)
+from kerasbatch.io.parsing import make_batch_parser, make_parser
 from kerasbatch.io.record_counts import add_record_counts
 from kerasbatch.io.records import read_file_records
 from kerasbatch.io.writer import write_dataset, write_list_file

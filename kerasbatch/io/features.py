@@ -4,7 +4,8 @@ A loader reads *primary* features from the records and renames them
 (`from_name` → `to_name`), constructs *secondary* features (constants), runs
 the *processing steps* in order, then batches, padding as configured. This
 module parses those configuration lists into plain objects and applies them
-to one element (a dict of tensors, before batching).
+to one element (a dict of tensors, before batching); `plan_features`
+resolves them all for a model's inputs and outputs, as a `FeaturePlan`.
 """
 
 import dataclasses
@@ -78,9 +79,8 @@ class PaddingSpec:
 def parse_primaries(config, manifest, where="primary_features"):
     """`[Primary]` from the config list, checked against the manifest."""
     primaries = []
-    for i, item in enumerate(object_list(config, where)):
-        at = f"{where}[{i}]"
-        check_keys(item, {"from_name", "to_name"}, {"from_name", "to_name"}, at)
+    keys = {"from_name", "to_name"}
+    for at, item in _items(config, where, keys, keys):
         from_name = string(item["from_name"], f"{at}.from_name")
         if from_name not in manifest.names:
             raise ValueError(
@@ -96,15 +96,10 @@ def parse_primaries(config, manifest, where="primary_features"):
 def parse_secondaries(config, primary_names, where="secondary_features"):
     """`[Constant]` from the config list; shapes and dtypes may name primaries."""
     constants = []
-    for i, item in enumerate(object_list(config, where)):
-        at = f"{where}[{i}]"
-        check_keys(item, {"to_name", "type"}, {"to_name", "type", "args"}, at)
-        if item["type"] not in SECONDARY_TYPES:
-            raise ValueError(
-                f"{at}.type must be one of {SECONDARY_TYPES}, got {item['type']!r}."
-            )
-        args = item.get("args", {})
-        check_keys(args, {"shape", "dtype"}, {"shape", "dtype", "value"}, f"{at}.args")
+    keys = {"to_name", "type"}
+    for at, item in _items(config, where, keys, {*keys, "args"}):
+        _check_type(item, SECONDARY_TYPES, at)
+        args = _args(item, {"shape", "dtype"}, {"shape", "dtype", "value"}, at)
         constants.append(
             Constant(
                 to_name=string(item["to_name"], f"{at}.to_name"),
@@ -119,20 +114,11 @@ def parse_secondaries(config, primary_names, where="secondary_features"):
 def parse_steps(config, names, where="processing_steps"):
     """`[Slice]` from the config list; every step names a known tensor."""
     steps = []
-    for i, item in enumerate(object_list(config, where)):
-        at = f"{where}[{i}]"
-        check_keys(item, {"tensor", "type"}, {"tensor", "type", "args"}, at)
-        tensor = string(item["tensor"], f"{at}.tensor")
-        if tensor not in names:
-            raise ValueError(
-                f"{at}.tensor: no tensor {tensor!r}; tensors are {sorted(names)}."
-            )
-        if item["type"] not in PROCESSING_TYPES:
-            raise ValueError(
-                f"{at}.type must be one of {PROCESSING_TYPES}, got {item['type']!r}."
-            )
-        args = item.get("args", {})
-        check_keys(args, {"slice"}, {"slice"}, f"{at}.args")
+    keys = {"tensor", "type"}
+    for at, item in _items(config, where, keys, {*keys, "args"}):
+        tensor = _tensor(item, names, at)
+        _check_type(item, PROCESSING_TYPES, at)
+        args = _args(item, {"slice"}, {"slice"}, at)
         spec = string(args["slice"], f"{at}.args.slice")
         steps.append(Slice(tensor, spec, parse_slice(spec, f"{at}.args.slice")))
     return steps
@@ -181,14 +167,8 @@ def parse_padding(config, names, where="padding"):
     items = object_list(config, where)
     if not items:
         raise ValueError(f"{where} is an empty list: use false for no padding or true.")
-    for i, item in enumerate(items):
-        at = f"{where}[{i}]"
-        check_keys(item, {"tensor"}, {"tensor", "shape", "value"}, at)
-        tensor = string(item["tensor"], f"{at}.tensor")
-        if tensor not in names:
-            raise ValueError(
-                f"{at}.tensor: no tensor {tensor!r}; tensors are {sorted(names)}."
-            )
+    for at, item in _items(items, where, {"tensor"}, {"tensor", "shape", "value"}):
+        tensor = _tensor(item, names, at)
         shape = item.get("shape")
         if shape is not None:
             if not isinstance(shape, list) or not all(
@@ -223,6 +203,92 @@ def padded_shapes_and_values(padding, element_spec, where="padding"):
             value = "" if spec.dtype == tf.string else 0
         values[name] = tf.constant(value, spec.dtype)
     return shapes, values
+
+
+@dataclasses.dataclass(frozen=True)
+class FeaturePlan:
+    """The resolved features of one build: what to read, construct and process."""
+
+    manifest: object
+    primaries: list
+    secondaries: list
+    steps: list
+    padding: dict | None
+
+    def construct(self, element):
+        element = dict(element)
+        for constant in self.secondaries:
+            element[constant.to_name] = constant.make(element)
+        for i, step in enumerate(self.steps):
+            step.apply(element, f"processing_steps[{i}]")
+        return element
+
+
+def plan_features(config, manifest, input_names, output_names, source):
+    """The `FeaturePlan` of a loader configuration for a model's input and
+    output names: every input has a feature, every `to_name` is unique and
+    used (errors name `source`, the configuration)."""
+
+    def at(key):
+        return f"{source}: {key}"
+
+    primaries = parse_primaries(
+        config["primary_features"], manifest, at("primary_features")
+    )
+    primary_names = [p.to_name for p in primaries]
+    secondaries = parse_secondaries(
+        config["secondary_features"], primary_names, at("secondary_features")
+    )
+    names = primary_names + [s.to_name for s in secondaries]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"{source}: to_name {duplicates} is used more than once.")
+    missing = [n for n in input_names if n not in names]
+    if missing:
+        raise ValueError(
+            f"{source}: model input(s) {missing} are satisfied by no primary "
+            f"or secondary feature (to_names: {names})."
+        )
+    unused = [n for n in names if n not in input_names and n not in output_names]
+    if unused:
+        raise ValueError(
+            f"{source}: feature(s) {unused} are constructed but the model does "
+            f"not use them (inputs {list(input_names)}, outputs {list(output_names)})."
+        )
+    steps = parse_steps(config["processing_steps"], set(names), at("processing_steps"))
+    padding = parse_padding(config["padding"], names, at("padding"))
+    return FeaturePlan(manifest, primaries, secondaries, steps, padding)
+
+
+def _items(config, where, required, allowed):
+    """`(where, item)` for each object of a configuration list, its keys
+    checked."""
+    for i, item in enumerate(object_list(config, where)):
+        at = f"{where}[{i}]"
+        check_keys(item, required, allowed, at)
+        yield at, item
+
+
+def _args(item, required, allowed, at):
+    """The item's `args` object (empty when left out), its keys checked."""
+    args = item.get("args", {})
+    check_keys(args, required, allowed, f"{at}.args")
+    return args
+
+
+def _check_type(item, types, at):
+    if item["type"] not in types:
+        raise ValueError(f"{at}.type must be one of {types}, got {item['type']!r}.")
+
+
+def _tensor(item, names, at):
+    """The item's `tensor`, one of `names`."""
+    tensor = string(item["tensor"], f"{at}.tensor")
+    if tensor not in names:
+        raise ValueError(
+            f"{at}.tensor: no tensor {tensor!r}; tensors are {sorted(names)}."
+        )
+    return tensor
 
 
 def _constant_shape(shape, primary_names, where):

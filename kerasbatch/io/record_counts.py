@@ -3,7 +3,8 @@
 import dataclasses
 import os
 
-from kerasbatch.io import parsing, specifiers
+from kerasbatch.io import specifiers
+from kerasbatch.io.dataset_check import check_dataset
 from kerasbatch.io.specifiers import SPECIFIER_TYPES
 
 #: How `check_dataset` words damage to a file (not to one record).
@@ -75,7 +76,7 @@ def add_record_counts(dataset, *, verbose=1):
                 "relative to it."
             )
         keys[file] = key
-    check = parsing.check_dataset(manifest, files, verbose=verbose)
+    check = check_dataset(manifest, files, verbose=verbose)
     damaged = [
         f"  {file}, from record {index}: {text}"
         for file, index, text in check.errors

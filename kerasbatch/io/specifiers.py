@@ -41,6 +41,14 @@ def resolve(specifier, where="dataset"):
     )
 
 
+def manifest_location(specifier):
+    """The manifest's path (or directory) of a resolved dataset specifier,
+    which the keys of its `record_counts` are relative to."""
+    if specifier["type"] == "dir":
+        return specifier["args"]["data_dir"]
+    return specifier["args"]["manifest_file"]
+
+
 def _from_directory(data_dir):
     if not os.path.isdir(data_dir):
         raise ValueError(f"Data directory {data_dir} does not exist.")

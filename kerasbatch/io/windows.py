@@ -50,21 +50,7 @@ def continuous_windows(records, file, seed, min_window, max_window, stride):
                 ],
             )
         )
-    with tf.control_dependencies(checks):
-        step = min_window if stride is None else stride
-        count = total // step + 1
-        lengths = tf.random.stateless_uniform(
-            [count], seed, minval=min_window, maxval=max_window + 1, dtype=tf.int64
-        )
-        if stride is None:
-            starts = tf.cumsum(lengths, exclusive=True)
-        else:
-            starts = tf.range(count, dtype=tf.int64) * stride
-        lengths = tf.minimum(lengths, total - starts)
-        keep = lengths >= min_window
-    windows = tf.data.Dataset.from_tensor_slices(
-        (tf.boolean_mask(starts, keep), tf.boolean_mask(lengths, keep))
-    )
+    windows = _windows(total, seed, min_window, max_window, stride, checks)
     return windows.map(
         lambda start, length: {
             name: tensor[start : start + length] for name, tensor in sequence.items()
@@ -78,25 +64,34 @@ def discrete_windows(records, file, seed, min_window, max_window):
     names = list(rows)
     total = rows[names[0]].nrows()
     check = _check_long_enough(total, min_window, file, "records")
-    with tf.control_dependencies([check]):
-        counts = tf.random.stateless_uniform(
-            [total // min_window + 1],
-            seed,
-            minval=min_window,
-            maxval=max_window + 1,
-            dtype=tf.int64,
-        )
-        starts = tf.cumsum(counts, exclusive=True)
-        counts = tf.minimum(counts, total - starts)
-        keep = counts >= min_window
-    windows = tf.data.Dataset.from_tensor_slices(
-        (tf.boolean_mask(starts, keep), tf.boolean_mask(counts, keep))
-    )
+    windows = _windows(total, seed, min_window, max_window, None, [check])
     return windows.map(
         lambda start, count: {
             name: feature[start : start + count].values
             for name, feature in rows.items()
         }
+    )
+
+
+def _windows(total, seed, min_window, max_window, stride, checks):
+    """`(start, length)` of each window over `total` positions (or records),
+    after `checks`: lengths drawn in `[min_window, max_window]`, windows every
+    `stride` or back to back (None); a tail shorter than `min_window` starts
+    none."""
+    with tf.control_dependencies(checks):
+        step = min_window if stride is None else stride
+        count = total // step + 1
+        lengths = tf.random.stateless_uniform(
+            [count], seed, minval=min_window, maxval=max_window + 1, dtype=tf.int64
+        )
+        if stride is None:
+            starts = tf.cumsum(lengths, exclusive=True)
+        else:
+            starts = tf.range(count, dtype=tf.int64) * stride
+        lengths = tf.minimum(lengths, total - starts)
+        keep = lengths >= min_window
+    return tf.data.Dataset.from_tensor_slices(
+        (tf.boolean_mask(starts, keep), tf.boolean_mask(lengths, keep))
     )
 
 

@@ -7,10 +7,10 @@ import numpy as np
 
 from kerasbatch.data.sources import dtype_kind
 from kerasbatch.io import manifest as manifest_lib
+from kerasbatch.io.compressed_streams import TF_COMPRESSION
 from kerasbatch.optional import tensorflow as tf
 
 _OVERRIDE_KEYS = ("dtype", "shape", "var_len", "deserialize_type", "deserialize_args")
-_TF_COMPRESSION = {None: "", "zlib": "ZLIB", "gzip": "GZIP"}
 #: numpy dtype kinds each deserialize type stores without loss of meaning.
 _KINDS = {"int": "biu", "float": "biuf", "string": "UO", "raw": "biufc"}
 _INFERRED_TYPES = {"b": "int", "i": "int", "u": "int", "f": "float", "c": "raw"}
@@ -116,7 +116,7 @@ def write_dataset(
     for spec in manifest.features:
         _check_values(spec, columns[spec.name])
     _clear_directory(path, overwrite)
-    options = tf.io.TFRecordOptions(compression_type=_TF_COMPRESSION[compression])
+    options = tf.io.TFRecordOptions(compression_type=TF_COMPRESSION[compression])
     for name, file_records in zip(names, files, strict=True):
         file_path = os.path.join(path, name)
         tf.io.gfile.makedirs(os.path.dirname(file_path))
