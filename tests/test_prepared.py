@@ -85,21 +85,21 @@ def test_replace_and_extended_leave_the_original_as_it_was():
 def test_every_builder_plans_from_a_frozen_value_of_its_build(make, prepared_type):
     builder = make()
     dataset = builder.build(sequences())
-    served = kerasbatch.builders.builder_of(dataset)._prepared
+    served = kerasbatch.builders.builder_of(dataset).built.prepared
     assert type(served) is prepared_type
     for field in dataclasses.fields(served):
         value = getattr(served, field.name)
         if isinstance(value, np.ndarray):
             assert not value.flags.writeable, field.name
     builder.build(sequences(LENGTHS[:20]))  # binds a new value, not this one
-    assert kerasbatch.builders.builder_of(dataset)._prepared is served
-    assert builder._prepared is not served
+    assert kerasbatch.builders.builder_of(dataset).built.prepared is served
+    assert builder.built.prepared is not served
 
 
 def test_chunks_too_short_are_counted_in_the_value_not_in_the_builder():
     builder = kerasbatch.ChunkBuilder(4, min_chunk_size=3, batch_size=8)
     dataset = builder.build(sequences([4, 5, 9]))  # chunks 4 | 4 1 | 4 4 1
-    value = kerasbatch.builders.builder_of(dataset)._prepared  # the build's
+    value = kerasbatch.builders.builder_of(dataset).built.prepared  # the build's
     assert value.policy_dropped == 2  # the two chunks of 1 frame
     assert len(value.candidates) == 4
     assert value.paddings["x"].length == 4

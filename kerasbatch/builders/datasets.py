@@ -112,7 +112,8 @@ class BuiltDatasets:
         served = self._served(dataset)
         if served is None:
             raise RuntimeError(
-                f"{type(self).__name__}.{method} needs data: call build(x, ...) first."
+                f"{type(self).__name__} has no data yet: call build(x, ...) "
+                f"first ({method} describes a build)."
             )
         return served
 

@@ -130,10 +130,14 @@ class PlannedBuilder(BuiltDatasets, Settings):
 
     def _resolve(self, data):
         """The built value of `data`: `_attach`, then `_built_value`. The
-        builder keeps none of the data."""
+        builder keeps none of the data; data it fails on leaves it with no
+        latest build (`plan()` and `statistics()` then say so)."""
         try:
             self._attach(data)
             return self._built_value()
+        except Exception:
+            self._latest = None
+            raise
         finally:
             self._prepared = self._order = None
 

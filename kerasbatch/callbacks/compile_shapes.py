@@ -191,7 +191,7 @@ def _data_epochs(fit, served, epoch, num_epochs):
     from Keras' `epoch`: Keras' own where a builder's epochs follow them
     (`EpochReshuffle`), else the next ones of the dataset."""
     if any(
-        any(c is served for c in (builder._copies or {}).values())
+        any(builder_of(dataset) is served for dataset in builder.built_datasets())
         for builder in fit.pinned
     ):
         first = epoch
