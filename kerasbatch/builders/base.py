@@ -3,9 +3,9 @@
 Settings → plan → an engine's batches for `model.fit`: `PaddedBuilder`,
 `SortedBuilder`, `BucketBuilder`, `ChunkBuilder` and `WindowBuilder` decide
 which elements form a batch (`_epoch_order`); this base handles inputs,
-overflow, padding, statistics and the batch functions of every engine. The
-layers below it: `settings.Settings`, `serving.Serving`,
-`shared.SharedSettings` and `planned_builder.PlannedBuilder`.
+overflow, padding and statistics. Below it: `planned_builder.PlannedBuilder`
+(build, a built value, an engine's dataset), `datasets.BuiltDatasets` (the
+datasets built, and their epochs) and `settings.Settings`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from kerasbatch.builders.settings import (  # noqa: F401  (their old home)
     Settings,
     data_parallel_devices,
 )
-from kerasbatch.builders.shared import SharedSettings  # noqa: F401  (its old home)
 from kerasbatch.checks import checked_epoch  # noqa: F401  (its old home)
 from kerasbatch.data import model_inputs as model_inputs_lib
 from kerasbatch.planning import batching

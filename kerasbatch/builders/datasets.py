@@ -12,7 +12,7 @@ describes one dataset alone.
 import gc
 import weakref
 
-from kerasbatch import checks
+from kerasbatch import checks, engines
 from kerasbatch.engines import epoch_state
 from kerasbatch.engines import served as served_lib
 
@@ -64,8 +64,6 @@ def builder_of(dataset):
     """
     root = served_lib.built_dataset(dataset)
     served = served_lib.served_by(root)
-    if not isinstance(served, served_lib.Served):
-        return served  # a stream's dataset: the builder's copy that serves it
     describing = _DESCRIBING.get(served)
     if describing is None:
         built = served.built
@@ -79,7 +77,10 @@ def builder_of(dataset):
 
 class BuiltDatasets:
     """The datasets a builder built, and their epochs (a mixin of every
-    planned builder; see the module docstring)."""
+    builder; see the module docstring)."""
+
+    #: How `build` is called, for messages.
+    _BUILD_CALL = "build(x, ...)"
 
     def _init_datasets(self):
         """No dataset built yet; datasets built later start at epoch 0."""
@@ -112,26 +113,76 @@ class BuiltDatasets:
         served = self._served(dataset)
         if served is None:
             raise RuntimeError(
-                f"{type(self).__name__} has no data yet: call build(x, ...) "
-                f"first ({method} describes a build)."
+                f"{type(self).__name__} has no data yet: call "
+                f"{self._BUILD_CALL} first ({method} describes a build)."
             )
         return served
 
-    def _serving(self, dataset):
+    def _describing(self, dataset):
         """The builder that describes `dataset` alone (`builder_of`), if
         this builder built it; else a ValueError."""
         self._served(dataset)
         return builder_of(dataset)
 
-    @property
-    def _engine(self):
-        """The engine of the latest built dataset."""
-        return self._built_served(None, "engine").engine
+    def distribute(self, strategy, dataset=None):
+        """The built dataset's batches, per replica, for `strategy`.
 
-    @property
-    def _state(self):
-        """The epoch state of the latest built dataset."""
-        return self._built_served(None, "epoch").state
+        Returns a `tf.distribute.DistributedDataset` for `model.fit` under
+        `strategy.scope()`. Every step, each replica gets its part of the
+        same global batch of the plan (`batch_size` is global, as in Keras),
+        padded to that batch's length: all replicas train on the same bucket
+        and shape at every step, run the plan's number of steps, and one
+        epoch holds every element exactly once across all replicas (see
+        `kerasbatch.engines.tf_data.distribute`). A
+        `kerasbatch.StreamBucketBuilder` pipeline (one per worker) reads the
+        whole input and keeps its replicas' parts. Epochs, `set_epoch`,
+        `statistics()` and the callbacks are those of the built dataset.
+
+        Every batch must split into parts of equal rows: Keras builds the
+        model at every `fit` under a strategy by averaging the first
+        per-replica batch across replicas, which fails when parts differ
+        (and equal parts compile one shape per step). A remainder or a
+        token budget's batch that the replicas cannot share evenly is an
+        error naming `batch_multiple` (filler rows of zero
+        `sample_weight`, counted as padding) and `drop_remainder`.
+
+        Args:
+            strategy: a `tf.distribute.Strategy` (e.g. `MirroredStrategy`,
+                `MultiWorkerMirroredStrategy`).
+            dataset: the built dataset to distribute (default: the latest).
+
+        Raises:
+            RuntimeError: nothing was built yet.
+            ValueError: a fixed global batch size (`batch_size`, or a
+                bucket's) is not a multiple of the number of replicas, or
+                another batch (a remainder) cannot be shared evenly.
+
+        Example:
+
+        >>> import numpy as np, tensorflow as tf
+        >>> import kerasbatch
+        >>> builder = kerasbatch.BucketBuilder(num_buckets=2, batch_size=4)
+        >>> train = builder.build([np.ones(n) for n in range(1, 9)])
+        >>> per_replica = builder.distribute(tf.distribute.get_strategy())
+        >>> sum(1 for _ in per_replica) == len(train)
+        True
+        """
+        from kerasbatch.engines.tf_data import distribute
+
+        served = self._tf_data_served(dataset, "distribute")
+        return distribute.distribute(served, strategy)
+
+    def _tf_data_served(self, dataset, method):
+        """The `Served` of a dataset built with `engine="tf.data"` (default:
+        the latest), or an error naming `method`."""
+        served = self._served(dataset)
+        if served is None or served.engine is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.{method} needs a built dataset: call "
+                "build(...) first."
+            )
+        engines.check_built_with(served, "tf.data", f"{type(self).__name__}.{method}")
+        return served
 
     def built_datasets(self):
         """The datasets this builder returned that are still in use.
@@ -176,7 +227,7 @@ class BuiltDatasets:
     def last_started_epoch(self):
         """The epoch of the latest built dataset's most recent iteration, or
         None."""
-        return None if self._latest is None else self._latest.state.started_epoch()
+        return None if self._latest is None else self._latest.started_epoch()
 
     def statistics(self, epoch=None, dataset=None):
         """`PlanStatistics` of one epoch of a built dataset.

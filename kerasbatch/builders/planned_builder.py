@@ -14,7 +14,7 @@ import numpy as np
 
 from kerasbatch import engines
 from kerasbatch.builders.datasets import BuiltDatasets
-from kerasbatch.builders.settings import Settings, data_parallel_devices
+from kerasbatch.builders.settings import Settings
 from kerasbatch.data import outputs, sources
 from kerasbatch.engines import epoch_state
 from kerasbatch.engines import served as served_lib
@@ -117,12 +117,7 @@ class PlannedBuilder(BuiltDatasets, Settings):
                 [c.name for c in x_parts if c.is_sequence],
             )
         built = self._resolve(data)
-        devices = data_parallel_devices()
-        if devices > 1:
-            built.check_even_split(
-                devices,
-                f"The Keras distribution splits every batch across {devices} devices",
-            )
+        self._check_data_parallel(built)
         dataset = engines.planned(
             engine, built, epoch=self._epochs.next_epoch(), **options
         )
@@ -146,9 +141,7 @@ class PlannedBuilder(BuiltDatasets, Settings):
         return built_lib.Built(
             builder_type=type(self),
             arguments=self._arguments(),
-            settings=built_lib.Settings(
-                **{k: v for k, v in vars(self).items() if not k.startswith("_")}
-            ),
+            settings=self._snapshot(),
             prepared=self._prepared,
             order=self._order,
             batches=self.batches,
@@ -262,64 +255,6 @@ class PlannedBuilder(BuiltDatasets, Settings):
         raise NotImplementedError
 
     # ------------------------------------------------------- tf.data engine
-    def distribute(self, strategy, dataset=None):
-        """The built dataset's batches, per replica, for `strategy`.
-
-        Returns a `tf.distribute.DistributedDataset` for `model.fit` under
-        `strategy.scope()`. Every step, each replica gets its part of the
-        same global batch of the plan (`batch_size` is global, as in Keras),
-        padded to that batch's length: all replicas train on the same bucket
-        and shape at every step, run the plan's number of steps, and one
-        epoch holds every element exactly once across all replicas (see
-        `kerasbatch.engines.tf_data.distribute`). Epochs, `set_epoch`,
-        `statistics()` and the callbacks are those of the built dataset.
-
-        Every batch must split into parts of equal rows: Keras builds the
-        model at every `fit` under a strategy by averaging the first
-        per-replica batch across replicas, which fails when parts differ
-        (and equal parts compile one shape per step). A remainder or a
-        token budget's batch that the replicas cannot share evenly is an
-        error naming `batch_multiple` (filler rows of zero
-        `sample_weight`, counted as padding) and `drop_remainder`.
-
-        Args:
-            strategy: a `tf.distribute.Strategy` (e.g. `MirroredStrategy`,
-                `MultiWorkerMirroredStrategy`).
-            dataset: the built dataset to distribute (default: the latest).
-
-        Raises:
-            RuntimeError: nothing was built yet.
-            ValueError: a fixed global batch size (`batch_size`, or a
-                bucket's) is not a multiple of the number of replicas, or
-                another batch (a remainder) cannot be shared evenly.
-
-        Example:
-
-        >>> import numpy as np, tensorflow as tf
-        >>> import kerasbatch
-        >>> builder = kerasbatch.BucketBuilder(num_buckets=2, batch_size=4)
-        >>> train = builder.build([np.ones(n) for n in range(1, 9)])
-        >>> per_replica = builder.distribute(tf.distribute.get_strategy())
-        >>> sum(1 for _ in per_replica) == len(train)
-        True
-        """
-        from kerasbatch.engines.tf_data import distribute
-
-        served = self._tf_data_served(dataset, "distribute")
-        return distribute.distribute(served, strategy)
-
-    def _tf_data_served(self, dataset, method):
-        """The `Served` of a dataset built with `engine="tf.data"` (default:
-        the latest), or an error naming `method`."""
-        served = self._served(dataset)
-        if served is None or served.engine is None:
-            raise RuntimeError(
-                f"{type(self).__name__}.{method} needs a built dataset: call "
-                "build(...) first."
-            )
-        engines.check_built_with(served, "tf.data", f"{type(self).__name__}.{method}")
-        return served
-
     def distribute_with_service(
         self,
         service,

@@ -1,7 +1,5 @@
 """The settings every builder shares, validated; no data, no run state."""
 
-import math
-
 import keras
 import numpy as np
 
@@ -9,6 +7,7 @@ from kerasbatch import checks
 from kerasbatch.config import Configurable
 from kerasbatch.data import model_inputs as model_inputs_lib
 from kerasbatch.data import padding as padding_lib
+from kerasbatch.planning import built as built_lib
 from kerasbatch.planning import plan as plan_lib
 from kerasbatch.planning import remainders as remainders_lib
 
@@ -135,6 +134,13 @@ class Settings(Configurable):
     def __setstate__(self, state):
         self.__init__(**state["arguments"])
 
+    def _snapshot(self):
+        """A frozen snapshot of the public attributes, for a built value:
+        the arguments and what `build` resolved from the data."""
+        return built_lib.Settings(
+            **{k: v for k, v in vars(self).items() if not k.startswith("_")}
+        )
+
     def _arguments(self):
         """The constructor arguments (`get_config()`, unless a subclass
         keeps objects there that its config serialises)."""
@@ -182,34 +188,16 @@ class Settings(Configurable):
                 "batches (remainder='keep' or 'drop', batch_multiple=1)."
             )
 
-    def _check_data_parallel(self, batch_rows, any_remainder=False):
+    @staticmethod
+    def _check_data_parallel(built):
         """Raises if a Keras distribution is set (JAX `DataParallel`) whose
-        devices cannot share batches of `batch_rows` rows evenly;
-        `any_remainder`: remainder batches of any size come too."""
+        devices cannot share the batches of `built` (a built value)
+        evenly."""
         devices = data_parallel_devices()
         if devices > 1:
-            self._check_even_split(
-                batch_rows,
-                any_remainder,
+            built.check_even_split(
                 devices,
                 f"The Keras distribution splits every batch across {devices} devices",
-            )
-
-    def _check_even_split(self, batch_rows, any_remainder, parts, splitter):
-        """Raises if batches of `batch_rows` rows (and, `any_remainder`,
-        remainders of any size) cannot be cut into `parts` parts of equal
-        rows; `splitter` says who cuts them."""
-        rows = sorted({int(r) for r in np.asarray(batch_rows) if r % parts})
-        if any_remainder and self.batch_multiple % parts:
-            rows.append("a bucket's remainder")
-        if rows:
-            multiple = math.lcm(self.batch_multiple, parts)
-            raise ValueError(
-                f"{splitter}, but {type(self).__name__} feeds batches of "
-                f"{', '.join(map(str, rows))} rows. Set batch_multiple="
-                f"{multiple} (smaller batches get filler rows of zero "
-                "sample_weight), or batch sizes that are multiples with "
-                "drop_remainder=True."
             )
 
     def _resolve_paddings(self, data, names, default_length):

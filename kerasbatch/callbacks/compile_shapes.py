@@ -131,7 +131,7 @@ def register(callback, builder, training=None, validation=None, pins=False):
         fit.validation[id(validation)] = validation
         sources.append(validation)
     for served in sources:
-        fit.next_epochs.setdefault(id(served), served._state.next_epoch())
+        fit.next_epochs.setdefault(id(served), served.epoch)
 
 
 def warn_once(callback, epoch):
@@ -196,7 +196,7 @@ def _data_epochs(fit, served, epoch, num_epochs):
     ):
         first = epoch
     else:
-        first = fit.next_epochs.get(id(served), served._state.next_epoch())
+        first = fit.next_epochs.get(id(served), served.epoch)
     return range(first, first + num_epochs)
 
 

@@ -61,7 +61,7 @@ def fit_sources(builder, dataset, validation_data, caller):
     built = builder.built_datasets()
     if dataset is not None:
         try:
-            served = builder._serving(dataset)
+            served = builder._describing(dataset)
         except DerivedDatasetError as error:
             raise DerivedDatasetError(f"{caller}: {error}") from None
         except ValueError:

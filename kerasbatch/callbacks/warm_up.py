@@ -1,14 +1,12 @@
 """Compiles every batch shape before training, leaving the model untouched."""
 
-import copy
 import time
 
 import keras
 import numpy as np
 
-from kerasbatch import optional
+from kerasbatch import engines, optional
 from kerasbatch.builders.datasets import builder_of
-from kerasbatch.builders.planned_builder import PlannedBuilder
 from kerasbatch.callbacks.compile_shapes import compiles_per_shape
 from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
 from kerasbatch.engines import derived
@@ -173,10 +171,11 @@ class WarmUp(keras.callbacks.Callback):
         """The dataset `fit` trains on: `dataset`, or the one built (None
         for the numpy engines, whose batches go to JAX as they are, unless
         `dataset` was made from one by Grain transformations)."""
-        if training._engine != "tf.data":
+        engine = training._served().engine
+        if not engines.in_graph(engine):
             if keras.backend.backend() != "jax":
                 raise ValueError(
-                    f"WarmUp warms up datasets of the {training._engine!r} engine "
+                    f"WarmUp warms up datasets of the {engine!r} engine "
                     "on JAX; on TensorFlow, build with engine='tf.data'."
                 )
             return self.dataset
@@ -224,18 +223,12 @@ def _check_distribution(model):
 
 def _probe(served, epoch):
     """A pipeline identical to `served`'s built dataset, with an epoch
-    counter of its own starting at `epoch` (iterating it changes nothing
-    that the built dataset or the callbacks read)."""
-    if isinstance(served, PlannedBuilder):
-        run = served_lib.Served(served.built, "tf.data", tf_data.GraphEpochState(epoch))
-        return pipeline.Pipeline(run).dataset()
-    probe = copy.copy(served)
-    probe._datasets = probe._copies = probe._latest = None
-    probe._reset_run_state(tf_data.GraphEpochState(epoch))
-    source = getattr(probe, "_source", None)
-    if hasattr(probe, "_batches") and source is not None:  # a stream
-        return probe._batches(source, None)
-    return probe._make_dataset()
+    counter (and a stream's counters) of its own starting at `epoch`
+    (iterating it changes nothing that the built dataset or the callbacks
+    read)."""
+    run = served._served()
+    probe = type(run)(run.built, run.engine, tf_data.GraphEpochState(epoch))
+    return pipeline.pipeline_of(probe).dataset()
 
 
 def _warm_up_batches(served, dataset, epochs):
@@ -246,7 +239,8 @@ def _warm_up_batches(served, dataset, epochs):
     `element_spec` (None for the numpy engines); and the shapes (as
     `batch_shapes` lists them)."""
     built, chain = (None, []) if dataset is None else served_lib.derivation(dataset)
-    element_spec = built.element_spec if served._engine == "tf.data" else None
+    in_graph = engines.in_graph(served._served().engine)
+    element_spec = built.element_spec if in_graph else None
     batches, shapes = _shape_batches(served, element_spec, epochs)
     batches, element_spec = derived.replay(chain, batches, element_spec)
     return batches, element_spec, shapes
@@ -256,7 +250,7 @@ def _shape_batches(served, element_spec, epochs):
     """One real batch of every distinct shape of `epochs` epochs of the
     dataset `served` serves, and those shapes (as `batch_shapes` lists
     them)."""
-    first = served._state.next_epoch()
+    first = served.epoch
     batches, shapes, seen = [], [], set()
     for epoch in range(first, first + epochs):
         try:
@@ -286,7 +280,7 @@ def _shape_batches(served, element_spec, epochs):
 def _epoch_batches(served, epoch, element_spec):
     """The batches of `epoch` of the dataset `served` serves, made apart
     from it (nothing it or the callbacks read changes)."""
-    if served._engine != "tf.data":
+    if not engines.in_graph(served._served().engine):
         batches = numpy_batches.PlannedBatches(served._served())
         return (batches.batch(epoch, k) for k in range(batches.num_batches))
     probe = _probe(served, epoch)

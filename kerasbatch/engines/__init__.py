@@ -15,8 +15,10 @@ import numbers
 
 #: Every engine's name -> the module that makes its datasets. A module
 #: gives `planned(built, epoch=0, **options)` (a dataset of a built value's
-#: batches, whose next iteration yields `epoch`) and `stream(built, source,
-#: epoch=0, **options)`.
+#: batches, whose next iteration yields `epoch`) and `stream(built,
+#: epoch=0)` (a dataset of a stream's batches: a `StreamBuilt` value holds
+#: its source), and says whether its datasets are `tf.data` datasets
+#: (`IN_GRAPH`).
 _MODULES = {
     "tf.data": "kerasbatch.engines.tf_data",
     "grain": "kerasbatch.engines.grain",
@@ -50,6 +52,19 @@ def planned(engine, built, *, epoch=0, **options):
     `kerasbatch.planning.built.Built`), made by `engine`; its next iteration
     yields `epoch`. `options`: the engine's (`options`)."""
     return engine_module(engine).planned(built, epoch=epoch, **options)
+
+
+def stream(engine, built, *, epoch=0):
+    """A dataset of the batches of the stream `built` (a
+    `kerasbatch.planning.built.StreamBuilt`), made by `engine`; its next
+    iteration yields `epoch`."""
+    return engine_module(engine).stream(built, epoch=epoch)
+
+
+def in_graph(engine):
+    """Whether `engine` makes `tf.data` datasets, whose batches are made in
+    a TensorFlow graph (what `tf.distribute` and the tf.data service take)."""
+    return engine_module(engine).IN_GRAPH
 
 
 def check_built_with(served, engine, what):
@@ -134,7 +149,7 @@ def check_shapes_for_keras(engine, lengths_vary):
 
     import keras
 
-    if engine == "tf.data" or not lengths_vary:
+    if in_graph(engine) or not lengths_vary:
         return
     if keras.backend.backend() != "tensorflow":
         return

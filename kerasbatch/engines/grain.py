@@ -25,12 +25,25 @@ from kerasbatch.engines.numpy import batches as numpy_batches
 grain = optional.grain.load()
 
 
+#: Its datasets are not `tf.data` datasets.
+IN_GRAPH = False
+
+
 def planned(built, epoch=0):
     """A Grain `IterDataset` of the batches of `built` (a
     `kerasbatch.planning.built.Built`); its next iteration yields `epoch`."""
     engines.check_shapes_for_keras("grain", built.lengths_vary())
     served = served_lib.Served(built, "grain", epoch_state.EpochState(epoch))
     return served_lib.serve(PlannedIterDataset(served), served)
+
+
+def stream(built, epoch=0):
+    """A Grain `IterDataset` of the batches of the stream `built` (a
+    `kerasbatch.planning.built.StreamBuilt`); its next iteration yields
+    `epoch`."""
+    engines.check_shapes_for_keras("grain", built.lengths_vary())
+    served = served_lib.StreamServed(built, "grain", epoch_state.EpochState(epoch))
+    return served_lib.serve(StreamDataset(served), served)
 
 
 class PlannedIterator(grain.DatasetIterator):
@@ -181,8 +194,7 @@ class StreamDataset(grain.IterDataset):
     lengths given to `build`, `len()` is the number of batches of an epoch.
 
     Args:
-        served: the frozen builder copy that serves the dataset.
-        source: the elements (see `StreamBucketBuilder.build`).
+        served: the dataset's `kerasbatch.engines.served.StreamServed`.
 
     Example:
 
@@ -196,11 +208,11 @@ class StreamDataset(grain.IterDataset):
     [(2, 4), (2, 15), (1, 5)]
     """
 
-    def __init__(self, served, source):
+    def __init__(self, served):
         from kerasbatch.engines.numpy import stream as numpy_stream
 
         super().__init__()
-        self._stream = numpy_stream.StreamBatches(served, source)
+        self._stream = numpy_stream.StreamBatches(served)
         #: Keras' looks at the first batches under way (`grain_lengths`).
         self.keras_looks = 0
         grain_lengths.install()  # Keras takes len(), where it is known

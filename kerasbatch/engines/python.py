@@ -50,6 +50,10 @@ class _NotAnArray:
         raise TypeError(NOT_AN_ARRAY)
 
 
+#: Its datasets are not `tf.data` datasets.
+IN_GRAPH = False
+
+
 def planned(built, epoch=0, **options):
     """A `keras.utils.PyDataset` of the batches of `built` (a
     `kerasbatch.planning.built.Built`); its next iteration yields `epoch`.
@@ -58,6 +62,23 @@ def planned(built, epoch=0, **options):
     engines.check_shapes_for_keras("python", built.lengths_vary())
     served = served_lib.Served(built, "python", epoch_state.EpochState(epoch))
     return served_lib.serve(PlannedPyDataset(served, **options), served)
+
+
+def stream(built, epoch=0):
+    """A `keras.utils.PyDataset` of the batches of the stream `built` (a
+    `kerasbatch.planning.built.StreamBuilt`); its next iteration yields
+    `epoch`. A `PyDataset` needs its number of batches: the lengths given
+    to `build`."""
+    if built.steps is None:
+        raise ValueError(
+            "A stream on the 'python' engine (a keras.utils.PyDataset) "
+            "needs its number of batches: pass build(source, lengths=...), "
+            "or use engine='grain', with which Keras learns the number of "
+            "steps in the first epoch."
+        )
+    engines.check_shapes_for_keras("python", built.lengths_vary())
+    served = served_lib.StreamServed(built, "python", epoch_state.EpochState(epoch))
+    return served_lib.serve(StreamDataset(served), served)
 
 
 class PlannedPyDataset(_NotAnArray, keras.utils.PyDataset):
@@ -272,8 +293,7 @@ class StreamDataset(_NotAnArray, keras.utils.PyDataset):
     reads the source once, as the next epoch of the stream.
 
     Args:
-        served: the frozen builder copy that serves the dataset.
-        source: the elements (see `StreamBucketBuilder.build`).
+        served: the dataset's `kerasbatch.engines.served.StreamServed`.
 
     Example:
 
@@ -288,11 +308,11 @@ class StreamDataset(_NotAnArray, keras.utils.PyDataset):
     (3, [(2, 4), (2, 15), (1, 5)])
     """
 
-    def __init__(self, served, source):
+    def __init__(self, served):
         from kerasbatch.engines.numpy import stream as numpy_stream
 
         super().__init__()
-        self._stream = numpy_stream.StreamBatches(served, source)
+        self._stream = numpy_stream.StreamBatches(served)
         self._num_batches = self._stream.num_batches
         self._batches = None  # the running pass over the source
         self._made = 0

@@ -15,6 +15,7 @@ import weakref
 
 from kerasbatch import checks
 from kerasbatch.engines import derived
+from kerasbatch.engines import stream_counters as counters_lib
 
 #: Plans kept per dataset (an epoch's plan is made once, read many times).
 _PLAN_CACHE_SIZE = 4
@@ -59,6 +60,10 @@ class Served:
                 epoch = self.state.next_epoch()
         return checks.checked_epoch(epoch)
 
+    def started_epoch(self):
+        """The epoch of the latest iteration, or None."""
+        return self.state.started_epoch()
+
     def plan(self, epoch=None):
         """The plan of `epoch` (default: the epoch last started, else the
         next), cached."""
@@ -73,6 +78,10 @@ class Served:
                 self._plans.popitem(last=False)
         return plan
 
+    def steps_per_epoch(self):
+        """The batches of an epoch."""
+        return self.plan().num_batches
+
     def statistics(self, epoch=None):
         """The `kerasbatch.PlanStatistics` of `epoch` (as `plan`)."""
         return self.plan(epoch).statistics()
@@ -85,6 +94,95 @@ class Served:
     def batch_shapes(self, epoch=None):
         """Every distinct shape `epoch` feeds the model (as `plan`)."""
         return self.built.batch_shapes(self.plan(epoch))
+
+
+class StreamServed(Served):
+    """A stream's built dataset: its `kerasbatch.planning.built.StreamBuilt`
+    value, engine and run state. Nothing is planned ahead, so its
+    statistics are counted as the batches are made, into `counters`
+    (`kerasbatch.engines.stream_counters`), which the engine's part sets
+    when it makes the pipeline."""
+
+    def __init__(self, built, engine, state):
+        super().__init__(built, engine, state)
+        self.counters = None
+
+    def plan(self, epoch=None):
+        raise TypeError(
+            "A stream has no plan ahead: its batches are planned as it runs. "
+            "statistics() counts them once an epoch has run."
+        )
+
+    def steps_per_epoch(self):
+        """The batches of an epoch, or None where unknown or infinite."""
+        return self.built.steps
+
+    def counted(self):
+        """The counters vector of the epoch last started."""
+        vector = None if self.counters is None else self.counters.vector()
+        if vector is None or vector[counters_lib.EPOCH] < 0:
+            raise RuntimeError(
+                "No epoch has started yet: statistics are counted as the built "
+                "dataset is iterated."
+            )
+        return vector
+
+    def statistics(self, epoch=None):
+        """`PlanStatistics` of the batches of the epoch last started (or,
+        as `epoch`, of the one before).
+
+        Counted as the batches are produced: exact for a completed epoch;
+        while an epoch runs, they include the batches prefetched ahead of
+        `model.fit`.
+        """
+        counters = self.counted()
+        current = int(counters[counters_lib.EPOCH])
+        distinct_shapes = self.counters.num_shapes()
+        if epoch is not None and checks.checked_epoch(epoch) != current:
+            previous = self.counters.previous()
+            if int(previous[counters_lib.EPOCH]) != int(epoch):
+                raise ValueError(
+                    f"StreamBucketBuilder keeps the statistics of the epoch "
+                    f"last started ({current}) and of the one before only, "
+                    f"not of epoch {epoch}."
+                )
+            counters, distinct_shapes = previous[:-1], int(previous[-1])
+        return counters_lib.statistics(
+            counters, self.built.elements.sequence_names, distinct_shapes
+        )
+
+    def running_positions(self, num_batches):
+        """From running totals the pipeline records per batch: exact while
+        the pipeline is fewer than `stream_counters.RING` batches ahead of
+        `num_batches`, else estimated from the epoch's average batch."""
+        counters = self.counted()
+        produced = int(counters[counters_lib.BATCHES])
+        num = len(self.built.elements.sequence_names)
+        start = counters_lib.NUM_SCALARS
+        real = int(counters[start : start + num].sum())
+        padded = int(counters[start + num :].sum())
+        num_batches = int(num_batches)
+        if num_batches <= 0 or produced == 0:
+            return 0, 0
+        if num_batches >= produced:
+            return real, padded
+        if produced - num_batches < counters_lib.RING:
+            row = self.counters.running(num_batches - 1)
+            return int(row[0]), int(row[1])
+        share = num_batches / produced
+        return round(real * share), round(padded * share)
+
+    def batch_shapes(self, epoch=None):
+        """Every distinct shape an epoch feeds the model, where known ahead
+        (the same every epoch; `epoch` is unused)."""
+        return self.built.batch_shapes()
+
+    def started_epoch(self):
+        """The epoch of the latest iteration's statistics, or None."""
+        if self.counters is None:
+            return None
+        epoch = int(self.counters.vector()[counters_lib.EPOCH])
+        return None if epoch < 0 else epoch
 
 
 def serve(dataset, served):

@@ -5,11 +5,14 @@ the batches leave the pipeline: one vector of counters (the layout below),
 the running `(real, padded)` totals of the latest batches (for the
 callbacks' per-batch figures), and the set of distinct batch shapes. The
 numpy engines keep them in Python (`StreamCounters`); the `tf.data` engine
-in CPU variables its graph updates (`GraphStreamCounters`). Both answer the
+in CPU variables its graph updates
+(`kerasbatch.engines.tf_data.stream_counters.GraphStreamCounters`). Both answer the
 same reads, which `statistics()` and `running_positions()` use.
 """
 
 import numpy as np
+
+from kerasbatch.planning import plan as plan_lib
 
 #: The counters vector: these scalars, then the real, then the padded
 #: positions of every sequence component.
@@ -23,6 +26,27 @@ RING = 4096
 def initial_vector(num_components):
     """The counters before any epoch: epoch -1, nothing counted."""
     return np.array([-1] + [0] * (NUM_SCALARS + 2 * num_components - 1), np.int64)
+
+
+def statistics(counters, names, distinct_shapes):
+    """The `kerasbatch.PlanStatistics` of a counters vector of the sequence
+    components `names`."""
+    num = len(names)
+    real = counters[NUM_SCALARS : NUM_SCALARS + num]
+    padded = counters[NUM_SCALARS + num :]
+    return plan_lib.PlanStatistics(
+        num_batches=int(counters[BATCHES]),
+        num_elements=int(counters[ELEMENTS]),
+        padding_efficiency=plan_lib._ratio(real.sum(), padded.sum()),
+        component_efficiency={
+            name: plan_lib._ratio(r, p)
+            for name, r, p in zip(names, real, padded, strict=True)
+        },
+        distinct_shapes=distinct_shapes,
+        dropped=int(counters[DROPPED]),
+        truncated=int(counters[TRUNCATED]),
+        truncated_positions=int(counters[TRUNCATED_POSITIONS]),
+    )
 
 
 class StreamCounters:
@@ -85,97 +109,3 @@ class StreamCounters:
         self._ring[(totals[BATCHES] - 1) % RING] = (real, padded)
         self._shapes.add(shape)
         return True
-
-
-class GraphStreamCounters:
-    """The counters of a stream on the `tf.data` engine: CPU variables its
-    graph updates (`begin_epoch`, `add_dropped`, `count` return ops), read
-    as `StreamCounters` is.
-
-    Args:
-        num_components: the elements' sequence components.
-    """
-
-    def __init__(self, num_components):
-        from kerasbatch.optional import tensorflow as tf
-
-        self._num = num_components
-        with tf.device("/CPU:0"):
-            initial = tf.constant(initial_vector(num_components))
-            self._vector = tf.Variable(initial, trainable=False, name="counters")
-            self._ring = tf.Variable(
-                tf.zeros([RING, 2], tf.int64), trainable=False, name="running"
-            )
-            self._shapes = tf.lookup.experimental.MutableHashTable(
-                tf.string, tf.int64, default_value=0, name="shapes"
-            )
-            self._previous = tf.Variable(
-                tf.concat([initial, [0]], axis=0), trainable=False, name="previous"
-            )
-
-    @property
-    def size(self):
-        """The length of the counters vector."""
-        return int(self._vector.shape[0])
-
-    # ------------------------------------------------------------------ reads
-    def vector(self):
-        return self._vector.numpy()
-
-    def num_shapes(self):
-        return int(self._shapes.size().numpy())
-
-    def previous(self):
-        return self._previous.numpy()
-
-    def running(self, row):
-        return self._ring[row % RING].numpy()
-
-    # ---------------------------------------------------------------- updates
-    def begin_epoch(self, epoch):
-        """`StreamCounters.begin_epoch` in the graph: returns `epoch` once
-        the counters are reset."""
-        import tensorflow as tf
-
-        keys, _ = self._shapes.export()
-        counters = self._vector.read_value()
-        ended = tf.logical_and(
-            tf.not_equal(counters[EPOCH], epoch), counters[EPOCH] >= 0
-        )
-        snapshot = tf.concat([counters, [self._shapes.size()]], axis=0)
-        keep = self._previous.assign(tf.where(ended, snapshot, self._previous))
-        with tf.control_dependencies([keep]):
-            reset = [
-                self._shapes.remove(keys),
-                self._vector.assign(
-                    tf.concat([[epoch], tf.zeros_like(counters[1:])], axis=0)
-                ),
-            ]
-        with tf.control_dependencies(reset):
-            return tf.identity(epoch)
-
-    def add_dropped(self, count):
-        """An op adding `count` (int64 tensor) dropped elements."""
-        import tensorflow as tf
-
-        dropped = tf.one_hot(DROPPED, self.size, dtype=tf.int64)
-        return self._vector.assign_add(dropped * count)
-
-    def count(self, counted, shape, full, drop_remainder):
-        """`StreamCounters.count` in the graph: returns the update ops."""
-        import tensorflow as tf
-
-        shapes = shape[None]
-        if drop_remainder:
-            dropped = np.zeros(self.size, np.int64)
-            dropped[DROPPED] = 1
-            counted = tf.where(full, counted, counted[ELEMENTS] * dropped)
-            shapes = shapes[: tf.cast(full, tf.int32)]  # none for a dropped batch
-        totals = self._vector.assign_add(counted)
-        real = tf.reduce_sum(totals[NUM_SCALARS : NUM_SCALARS + self._num])
-        padded = tf.reduce_sum(totals[NUM_SCALARS + self._num :])
-        row = tf.math.floormod(totals[BATCHES] - 1, RING)
-        return [
-            self._ring.scatter_nd_update([[row]], [tf.stack([real, padded])]),
-            self._shapes.insert(shapes, tf.ones(tf.shape(shapes), tf.int64)),
-        ]

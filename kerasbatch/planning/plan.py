@@ -276,6 +276,14 @@ def round_up(sizes, multiple):
     return -(-sizes // multiple) * multiple
 
 
+def ragged_range(lengths):
+    """`concatenate([arange(n) for n in lengths])`, without a Python loop."""
+    lengths = np.asarray(lengths, np.int64)
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    return np.arange(total, dtype=np.int64) - np.repeat(ends - lengths, lengths)
+
+
 def _segment_sum(values, splits):
     """Sum of every batch (batches are never empty)."""
     if len(splits) == 1:

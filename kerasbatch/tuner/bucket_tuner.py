@@ -7,6 +7,7 @@ import warnings
 import keras_tuner
 from sklearn.exceptions import ConvergenceWarning
 
+from kerasbatch import engines
 from kerasbatch.data import sources
 from kerasbatch.tuner import objectives
 from kerasbatch.tuner.compile_cost import CompileCost
@@ -317,7 +318,7 @@ class BucketTuner(keras_tuner.Tuner):
         engine = self.hypermodel.engine
         dataset = builder.build(data, engine=engine)
         steps = self.throughput_steps
-        if engine == "tf.data":
+        if engines.in_graph(engine):
             dataset = dataset.repeat()
         else:  # one epoch at most: its length is what Keras knows
             steps = min(steps, len(dataset))

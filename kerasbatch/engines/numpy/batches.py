@@ -11,6 +11,7 @@ import numpy as np
 
 from kerasbatch.data import outputs, sources
 from kerasbatch.engines import processes
+from kerasbatch.planning.plan import ragged_range
 
 
 def batch_function(built):
@@ -158,11 +159,3 @@ def pad_rows(values, starts, lengths, rows, length, value):
     positions = ragged_range(lengths)
     out[row_of, positions] = values[np.repeat(starts, lengths) + positions]
     return out
-
-
-def ragged_range(lengths):
-    """`concatenate([arange(n) for n in lengths])`, without a Python loop."""
-    lengths = np.asarray(lengths, np.int64)
-    total = int(lengths.sum())
-    ends = np.cumsum(lengths)
-    return np.arange(total, dtype=np.int64) - np.repeat(ends - lengths, lengths)

@@ -8,8 +8,12 @@
   and pads one batch;
 - `distribute`: each replica's part of every batch (`tf.distribute`);
 - `service`: epochs made by the workers of a tf.data service;
-- `stream_blocks`: a stream's buckets, planned block by block in the graph.
+- `stream_pipeline`: a stream's dataset, its rows (`stream_rows`), buckets planned
+  block by block (`stream_blocks`) and counters (`stream_counters`).
 """
+
+#: Its datasets are `tf.data` datasets.
+IN_GRAPH = True
 
 
 def planned(built, epoch=0):
@@ -18,3 +22,12 @@ def planned(built, epoch=0):
     from kerasbatch.engines.tf_data import pipeline
 
     return pipeline.planned(built, epoch)
+
+
+def stream(built, epoch=0):
+    """A `tf.data.Dataset` of the batches of the stream `built` (a
+    `kerasbatch.planning.built.StreamBuilt`, which holds its `tf.data`
+    source); its next iteration yields `epoch`."""
+    from kerasbatch.engines.tf_data import stream_pipeline
+
+    return stream_pipeline.stream(built, epoch)

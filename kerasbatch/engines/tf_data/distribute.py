@@ -110,9 +110,9 @@ def check_divisible(fixed_sizes, num_replicas, builder_name):
 
 
 def distribute(served, strategy):
-    """The batches of a built `tf.data` dataset, per replica, for `strategy`
-    (`kerasbatch.builders.PlannedBuilder.distribute`): a
-    `tf.distribute.DistributedDataset` served by `served`."""
+    """The batches of a built `tf.data` dataset (planned, or a stream's), per
+    replica, for `strategy` (`kerasbatch.builders.PlannedBuilder.distribute`):
+    a `tf.distribute.DistributedDataset` served by `served`."""
     from kerasbatch.engines import served as served_lib
     from kerasbatch.engines.tf_data import pipeline
     from kerasbatch.planning import plan as plan_lib
@@ -139,12 +139,14 @@ def distribute(served, strategy):
     )
 
     def per_pipeline(input_context):
-        return pipeline.Pipeline(served).dataset(
+        return pipeline.pipeline_of(served).dataset(
             ReplicaSlice.of(strategy, input_context)
         )
 
     distributed = strategy.distribute_datasets_from_function(per_pipeline)
-    # tf.distribute reports the per-pipeline cardinality (one element per
-    # local replica and step), which Keras takes for steps.
-    distributed._cardinality = served.plan().num_batches
+    steps = served.steps_per_epoch()
+    if steps is not None:
+        # tf.distribute reports the per-pipeline cardinality (one element
+        # per local replica and step), which Keras takes for steps.
+        distributed._cardinality = steps
     return served_lib.serve(distributed, served)

@@ -41,17 +41,66 @@ def planned(built, epoch=0):
     return served_lib.serve(Pipeline(served).dataset(), served)
 
 
-class Pipeline:
-    """The pipelines of one built dataset.
+def pipeline_of(served):
+    """The pipelines of the built dataset of `served`: planned batches, or a
+    stream's."""
+    if served.built.batches == "stream":
+        from kerasbatch.engines.tf_data import stream_pipeline
+
+        return stream_pipeline.StreamPipeline(served)
+    return Pipeline(served)
+
+
+class EpochPipeline:
+    """What every pipeline of a built dataset shares: the dataset's epoch
+    state, and its prefetch.
 
     Args:
-        served: its `kerasbatch.engines.served.Served`.
+        served: the dataset's `kerasbatch.engines.served.Served`.
     """
 
     def __init__(self, served):
         self.served = served
         self.state = served.state
         self.prefetch = served.built.settings.prefetch
+
+    def advanced_at_end(self, dataset):
+        """`dataset`, which moves the epoch counter to the epoch it read + 1
+        when its last element is taken.
+
+        Under a strategy, Keras makes an iterator at the end of every epoch
+        that it never uses, and the prefetch to the devices starts it at
+        once. So iterators of distributed datasets read the epoch without
+        advancing it, and one taken to its end advances it: an unused
+        iterator holds one element per device and never gets there (unless
+        the epoch is that short; `EpochReshuffle` sets the epoch then).
+        Idempotent: every iterator of epoch e sets e + 1.
+        """
+
+        def advance(_):
+            with tf.control_dependencies([self.state.advance_past_started()]):
+                return tf.nest.map_structure(batch_lib.empty_like, dataset.element_spec)
+
+        end = tf.data.Dataset.range(1).map(advance)
+        return dataset.concatenate(end.filter(lambda *_: False))
+
+    def prefetched(self, dataset):
+        """`dataset`, prefetched as the `prefetch` setting says."""
+        if not self.prefetch:
+            return dataset
+        buffer = tf.data.AUTOTUNE if self.prefetch == "auto" else self.prefetch
+        return dataset.prefetch(buffer)
+
+
+class Pipeline(EpochPipeline):
+    """The pipelines of one built dataset of planned batches.
+
+    Args:
+        served: its `kerasbatch.engines.served.Served`.
+    """
+
+    def __init__(self, served):
+        super().__init__(served)
         self.part = batches_part(served)
 
     def dataset(self, replicas=None):
@@ -129,33 +178,6 @@ class Pipeline:
                 self.part.replica_parts(batch, replicas)
             )
         )
-
-    def advanced_at_end(self, dataset):
-        """`dataset`, which moves the epoch counter to the epoch it read + 1
-        when its last element is taken.
-
-        Under a strategy, Keras makes an iterator at the end of every epoch
-        that it never uses, and the prefetch to the devices starts it at
-        once. So iterators of distributed datasets read the epoch without
-        advancing it, and one taken to its end advances it: an unused
-        iterator holds one element per device and never gets there (unless
-        the epoch is that short; `EpochReshuffle` sets the epoch then).
-        Idempotent: every iterator of epoch e sets e + 1.
-        """
-
-        def advance(_):
-            with tf.control_dependencies([self.state.advance_past_started()]):
-                return tf.nest.map_structure(batch_lib.empty_like, dataset.element_spec)
-
-        end = tf.data.Dataset.range(1).map(advance)
-        return dataset.concatenate(end.filter(lambda *_: False))
-
-    def prefetched(self, dataset):
-        """`dataset`, prefetched as the `prefetch` setting says."""
-        if not self.prefetch:
-            return dataset
-        buffer = tf.data.AUTOTUNE if self.prefetch == "auto" else self.prefetch
-        return dataset.prefetch(buffer)
 
 
 def advances_when_taken():

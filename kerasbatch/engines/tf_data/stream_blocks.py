@@ -1,48 +1,16 @@
-"""Length buckets on a stream, block by block: TF ops on whole blocks of rows.
+"""A stream's plan in a graph: the twin of
+`kerasbatch.planning.stream_blocks`, rule for rule, in TF ops on whole
+blocks of rows (tensors; the module there says what rows hold).
 
-`StreamBucketBuilder` does no work per element. Its input arrives in
-*blocks* of rows (the TFRecord loader's parsed batches, or `ragged_batch` of
-single elements), and each block is encoded as *rows*, a dict of tensors:
-
-- `"values"`: per component, a sequence component's flat values
-  `(total length, *trailing)` or another component's rows `(rows, *shape)`;
-- `"lengths"`: `(rows, sequence components)`, each row's kept lengths;
-- `"bucket"`, `"index"` (the row's position in the input), `"truncated"`
-  and `"truncated_positions"` (what a cut removed): one int64 per row.
-
-A `scan` keeps the rows waiting for their batch. When they reach the buffer
-size, or the input ends, they are shuffled (with `shuffle`) and sorted by
-bucket in one pass; every bucket's full batches leave together and the rest
-waits for the next block. When the input ends, every bucket's last, smaller
-batch leaves too. Memory holds one block, at most `buffer_size` waiting rows
-and one partial batch per bucket, whatever the size of the data.
-
-Batches leave in the order they filled (the input position of their last
-row; the smaller last batches after all others, by bucket), which is the
-order of `tf.data`'s `group_by_window`, or, with `shuffle`, in an order drawn
-from `(seed, epoch, emission)`, as are the rows of a shuffled buffer: the
-batches are a pure function of the seed, the epoch and the input.
+A `scan` keeps the rows waiting for their batch; when they reach the
+buffer size, or the input ends, every bucket's full batches leave
+together, in the order the numpy plan gives them.
 """
-
-import numpy as np
 
 from kerasbatch.engines.tf_data import orders as epochs_lib
 from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import orders
-
-#: The per-row int64 fields of rows, beside "values" and "lengths".
-ROW_FIELDS = ("bucket", "index", "truncated", "truncated_positions")
-#: Single input elements gathered into one block, on every engine.
-BLOCK_ROWS = 256
-#: Why lengths given to `build` that do not match the data are an error.
-LENGTHS_MISMATCH = (
-    "the lengths given to build() do not match the dataset's elements, which "
-    "would make a wrong cardinality and wrong batch shapes; pass each "
-    "element's own length (the longest of its sequence components), in the "
-    "dataset's order."
-)
-#: Sorts last: the key of a batch that does not leave.
-_LAST = np.iinfo(np.int64).max
+from kerasbatch.planning.stream_blocks import LAST_KEY, ROW_FIELDS
 
 
 def _plain(function):
@@ -214,8 +182,8 @@ class BlockBucketer:
             )
             batch_bucket = tf.math.unsorted_segment_max(bucket, batch, num_batches)
             full = tf.equal(rows_in_batch, tf.gather(sizes, batch_bucket))
-            key = tf.where(full, last, _LAST - 1 - self.num_buckets + batch_bucket)
-        key = tf.where(batch_leaves > 0, key, _LAST)
+            key = tf.where(full, last, LAST_KEY - 1 - self.num_buckets + batch_bucket)
+        key = tf.where(batch_leaves > 0, key, LAST_KEY)
         batch_order = tf.argsort(key, stable=True)
         num_leaving = tf.reduce_sum(batch_leaves)
         position = tf.math.invert_permutation(batch_order)
