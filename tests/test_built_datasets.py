@@ -523,5 +523,8 @@ def test_a_builder_keeps_only_its_settings_after_build(engine):
     assert builder_of(train).built is builder.built
     assert builder.built.prepared.lengths.tolist() == list(TRAIN_LENGTHS)
     stream = kerasbatch.StreamBucketBuilder(boundaries=[8], batch_size=4)
-    stream.build(sequences(TRAIN_LENGTHS, 1), engine="grain")
-    assert stream._elements is None and not hasattr(stream, "_source")
+    fresh_stream = kerasbatch.StreamBucketBuilder(boundaries=[8], batch_size=4)
+    streamed = stream.build(sequences(TRAIN_LENGTHS, 1), engine="grain")
+    assert set(vars(stream)) == set(vars(fresh_stream))
+    # The source is the built value's, not the builder's.
+    assert builder_of(streamed).built.source is not None

@@ -86,6 +86,9 @@ class BuiltDatasets:
         """No dataset built yet; datasets built later start at epoch 0."""
         self._epochs = epoch_state.EpochState(0)
         self._datasets = weakref.WeakKeyDictionary()  # dataset -> Served
+        # Datasets made from built ones by `distribute` or
+        # `distribute_with_service` (which may outlive them) -> Served.
+        self._distributed = weakref.WeakKeyDictionary()
         self._latest = None  # the Served of the latest build (or adapt)
 
     def _keep(self, dataset, served):
@@ -100,12 +103,27 @@ class BuiltDatasets:
         if dataset is None:
             return self._latest
         served = served_lib.served_by(dataset)
-        if not any(served is other for other in list(self._datasets.values())):
+        if not any(served is other for other in self._all_served()):
             raise ValueError(
                 f"This dataset was built by another builder than {self!r}; "
                 "ask that builder, or kerasbatch.builders.builder_of(dataset)."
             )
         return served
+
+    @property
+    def built(self):
+        """The built value of the latest build (or `adapt`): a frozen
+        `kerasbatch.planning.built.Built` (a stream's: `StreamBuilt`)."""
+        return self._built_served(None, "built").built
+
+    def _all_served(self):
+        """The `Served` of every dataset this builder returned still in use."""
+        return [*self._datasets.values(), *self._distributed.values()]
+
+    def _distributed_from(self, dataset, served):
+        """Records `dataset`, made from a built one (served by `served`)."""
+        self._distributed[dataset] = served
+        return dataset
 
     def _built_served(self, dataset, method):
         """`_served(dataset)`, or a RuntimeError naming `method` when
@@ -170,7 +188,7 @@ class BuiltDatasets:
         from kerasbatch.engines.tf_data import distribute
 
         served = self._tf_data_served(dataset, "distribute")
-        return distribute.distribute(served, strategy)
+        return self._distributed_from(distribute.distribute(served, strategy), served)
 
     def _tf_data_served(self, dataset, method):
         """The `Served` of a dataset built with `engine="tf.data"` (default:
@@ -220,7 +238,7 @@ class BuiltDatasets:
         self._epochs.assign(epoch)
         if self._latest is not None:
             self._latest.state.assign(epoch)
-        for served in list(self._datasets.values()):
+        for served in self._all_served():
             served.state.assign(epoch)
 
     @property

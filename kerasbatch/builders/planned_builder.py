@@ -42,12 +42,6 @@ class PlannedBuilder(BuiltDatasets, Settings):
         self._order = None  # its EpochOrder
 
     @property
-    def built(self):
-        """The built value of the latest build (or `adapt`): a frozen
-        `kerasbatch.planning.built.Built`."""
-        return self._built_served(None, "built").built
-
-    @property
     def lengths(self):
         """int64 length of every built element (longest sequence component)."""
         return self.built.prepared.lengths
@@ -319,7 +313,7 @@ class PlannedBuilder(BuiltDatasets, Settings):
         from kerasbatch.engines.tf_data import service as service_lib
 
         served = self._tf_data_served(dataset, "distribute_with_service")
-        return service_lib.distribute_planned(
+        remote = service_lib.distribute_planned(
             served,
             service,
             processing_mode=processing_mode,
@@ -328,6 +322,7 @@ class PlannedBuilder(BuiltDatasets, Settings):
             num_workers=num_workers,
             timeout=timeout,
         )
+        return self._distributed_from(remote, served)
 
     def _fixed_batch_sizes(self):
         """`[(setting, global batch size)]` that replicas must share evenly

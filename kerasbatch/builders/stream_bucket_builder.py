@@ -457,9 +457,10 @@ class StreamBucketBuilder(BuiltDatasets, BucketSettings, Settings):
         from kerasbatch.engines.tf_data import stream_pipeline
 
         served = self._tf_data_served(dataset, "distribute_with_service")
-        return stream_pipeline.StreamPipeline(served).service_dataset(
+        remote = stream_pipeline.StreamPipeline(served).service_dataset(
             service, processing_mode, epochs, initial_epoch, timeout, num_workers
         )
+        return self._distributed_from(remote, served)
 
     def _resolve_buckets(self, paddings, lengths, cardinality):
         """Boundaries, bounds and batch sizes: `(buckets, each bucket's
