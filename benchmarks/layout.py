@@ -85,7 +85,6 @@ LAYERS = [
     ("builders", ("kerasbatch.builders",)),
     ("layers", ("kerasbatch.layers", "kerasbatch.losses")),
     ("callbacks", ("kerasbatch.callbacks",)),
-    ("tuner", ("kerasbatch.tuner",)),
     ("io", ("kerasbatch.io",)),
     (
         "tools",
@@ -98,6 +97,7 @@ LAYERS = [
             "kerasbatch.prediction",
         ),
     ),
+    ("tuner", ("kerasbatch.tuner",)),
     ("top", ("kerasbatch", "kerasbatch.__main__")),
 ]
 

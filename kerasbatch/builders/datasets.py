@@ -185,10 +185,10 @@ class BuiltDatasets:
         >>> sum(1 for _ in per_replica) == len(train)
         True
         """
-        from kerasbatch.engines.tf_data import distribute
+        from kerasbatch.engines import tf_data
 
         served = self._tf_data_served(dataset, "distribute")
-        return self._distributed_from(distribute.distribute(served, strategy), served)
+        return self._distributed_from(tf_data.distributed(served, strategy), served)
 
     def _tf_data_served(self, dataset, method):
         """The `Served` of a dataset built with `engine="tf.data"` (default:

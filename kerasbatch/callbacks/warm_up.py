@@ -11,9 +11,9 @@ from kerasbatch.callbacks.compile_shapes import compiles_per_shape
 from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
 from kerasbatch.engines import derived
 from kerasbatch.engines import served as served_lib
-from kerasbatch.engines.numpy import batches as numpy_batches
+from kerasbatch.engines import tf_data as tf_data_engine
+from kerasbatch.engines.numpy import planned as numpy_planned
 from kerasbatch.engines.tf_data import batch as tf_data
-from kerasbatch.engines.tf_data import pipeline
 from kerasbatch.optional import tensorflow as tf
 
 
@@ -228,7 +228,7 @@ def _probe(served, epoch):
     read)."""
     run = served._served()
     probe = type(run)(run.built, run.engine, tf_data.GraphEpochState(epoch))
-    return pipeline.pipeline_of(probe).dataset()
+    return tf_data_engine.pipeline_of(probe).dataset()
 
 
 def _warm_up_batches(served, dataset, epochs):
@@ -281,7 +281,7 @@ def _epoch_batches(served, epoch, element_spec):
     """The batches of `epoch` of the dataset `served` serves, made apart
     from it (nothing it or the callbacks read changes)."""
     if not engines.in_graph(served._served().engine):
-        batches = numpy_batches.PlannedBatches(served._served())
+        batches = numpy_planned.PlannedBatches(served._served())
         return (batches.batch(epoch, k) for k in range(batches.num_batches))
     probe = _probe(served, epoch)
     if probe.element_spec != element_spec:

@@ -18,7 +18,7 @@ from kerasbatch import engines, optional
 from kerasbatch.engines import epoch_state, grain_lengths
 from kerasbatch.engines import served as served_lib
 from kerasbatch.engines.epoch_state import checked_state
-from kerasbatch.engines.numpy import batches as numpy_batches
+from kerasbatch.engines.numpy import planned as numpy_planned
 
 # This module is imported only by `build(..., engine="grain")`: Grain is
 # loaded here, with an error that says what needs it where it is missing.
@@ -109,7 +109,7 @@ class PlannedIterDataset(grain.IterDataset):
 
     def __init__(self, served):
         super().__init__()
-        self._batches = numpy_batches.PlannedBatches(served)
+        self._batches = numpy_planned.PlannedBatches(served)
         self._state = served.state
         self._resume = None
         #: Keras' looks at the first batches under way (`grain_lengths`).

@@ -27,7 +27,7 @@ from kerasbatch import engines
 from kerasbatch.engines import epoch_state
 from kerasbatch.engines import served as served_lib
 from kerasbatch.engines.epoch_state import checked_state
-from kerasbatch.engines.numpy import batches as numpy_batches
+from kerasbatch.engines.numpy import planned as numpy_planned
 
 #: Why `np.array(dataset)` fails: code that converts anything but a tf.data
 #: or Grain dataset to arrays (keras-hub's task models' `fit`) reads this.
@@ -131,7 +131,7 @@ class PlannedPyDataset(_NotAnArray, keras.utils.PyDataset):
         )
         # Keras takes the batches in its loop (workers=1): see the class.
         super().__init__(max_queue_size=options["max_queue_size"])
-        self._batches = numpy_batches.PlannedBatches(served)
+        self._batches = numpy_planned.PlannedBatches(served)
         self._state = served.state
         self._made = set()  # the batches of the running epoch made so far
         self._keras_calls = None  # the batch Keras takes next in its epoch

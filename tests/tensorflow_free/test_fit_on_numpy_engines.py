@@ -138,7 +138,7 @@ def test_epoch_reshuffle_resumes_at_the_initial_epoch(engine):
     )
     assert log.epochs == [2, 3]
     steps = len(dataset)
-    batches = kerasbatch.engines.numpy.batches.PlannedBatches(builder_of(dataset))
+    batches = kerasbatch.engines.numpy.planned.PlannedBatches(builder_of(dataset))
     for index, tokens in enumerate(model.trained):
         epoch, step = 2 + index // steps, index % steps
         np.testing.assert_array_equal(tokens, trained(batches.batch(epoch, step)))

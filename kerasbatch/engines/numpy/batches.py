@@ -1,78 +1,13 @@
-"""The batches of a built in-memory dataset, made in numpy from its plans.
-
-What the numpy engines (`grain`, `python`) serve: batch `k` of epoch `e` is
-gathered, cut and padded from the plan of `e`, value for value as the
-`tf.data` engine's batch function makes it,
-with no TensorFlow. A builder whose batches differ in kind gives its own
-batch function (`PackedBuilder`, `ChunkBuilder`).
+"""The batch function of padded rows of elements, in numpy: batch `k` of a
+plan gathered, cut and padded, value for value as the `tf.data` engine's
+batch function makes it, with no TensorFlow; and the padding every numpy
+batch function shares (`pad_rows`).
 """
 
 import numpy as np
 
 from kerasbatch.data import outputs, sources
-from kerasbatch.engines import processes
 from kerasbatch.planning.plan import ragged_range
-
-
-def batch_function(built):
-    """The numpy `(plan, index) -> batch` of the kind of batches of `built`."""
-    kind = built.batches
-    if kind == "packed":
-        from kerasbatch.engines.numpy import packed
-
-        return packed.PackRows(built)
-    if kind == "chunks":
-        from kerasbatch.engines.numpy import chunks
-
-        return chunks.ChunkBatchFunction(built)
-    if kind == "windows":
-        from kerasbatch.engines.numpy import windows
-
-        return windows.WindowBatchFunction(built)
-    return BatchFunction(built)
-
-
-class PlannedBatches:
-    """Batch `index` of `epoch` of a built dataset, in numpy.
-
-    Under multi-process JAX, each process gets its part of every batch
-    (`kerasbatch.engines.processes`).
-
-    Args:
-        served: the dataset's `kerasbatch.engines.served.Served` (its
-            `plan(epoch)` and built value).
-
-    Example:
-
-    >>> import numpy as np
-    >>> import kerasbatch
-    >>> from kerasbatch.engines import served
-    >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
-    >>> dataset = builder.build([np.ones(n) for n in (1, 2, 3)], engine="python")
-    >>> batches = kerasbatch.engines.numpy.batches.PlannedBatches(
-    ...     served.served_by(dataset))
-    >>> batches.num_batches, batches.batch(0, 1).shape
-    (2, (1, 3))
-    """
-
-    def __init__(self, served):
-        self._served = served
-        self._make = batch_function(served.built)
-        self.num_batches = served.plan(0).num_batches
-        served.built.check_has_batches(self.num_batches)
-        self.process, self.processes = processes.jax_processes()
-        if self.processes > 1:
-            served.built.check_even_split(
-                self.processes,
-                f"The {self.processes} JAX processes each take an equal part of "
-                "every batch",
-            )
-
-    def batch(self, epoch, index):
-        """Batch `index` of `epoch` (its element, numpy arrays): this
-        process's part of it."""
-        batch = self._make(self._served.plan(epoch), index)
-        return processes.part_of(batch, self.process, self.processes)
 
 
 class BatchFunction:

@@ -1,6 +1,7 @@
 """The `tf.data` engine: plans turned into batches inside a graph.
 
-- `pipeline`: a built value's dataset, epoch after epoch, with the parts
+- `pipeline`: a built value's dataset, epoch after epoch (what every
+  pipeline shares: `epoch_pipeline`), with the parts
   for its kind of batches (`rows`, `packed`, `chunks`, `windows`);
 - `orders`: each epoch's order of batches, computed in the graph (the
   twin of `kerasbatch.planning.orders`, bit for bit);
@@ -31,3 +32,59 @@ def stream(built, epoch=0):
     from kerasbatch.engines.tf_data import stream_pipeline
 
     return stream_pipeline.stream(built, epoch)
+
+
+def pipeline_of(served):
+    """The pipelines of the built dataset of `served`: planned batches, or a
+    stream's."""
+    if served.built.batches == "stream":
+        from kerasbatch.engines.tf_data import stream_pipeline
+
+        return stream_pipeline.StreamPipeline(served)
+    from kerasbatch.engines.tf_data import pipeline
+
+    return pipeline.Pipeline(served)
+
+
+def distributed(served, strategy):
+    """The batches of a built `tf.data` dataset (planned, or a stream's), per
+    replica, for `strategy` (`kerasbatch.builders.PlannedBuilder.distribute`):
+    a `tf.distribute.DistributedDataset` served by `served`."""
+    from kerasbatch.engines import served as served_lib
+    from kerasbatch.engines.tf_data import distribute
+    from kerasbatch.optional import tensorflow as tf
+    from kerasbatch.planning import plan as plan_lib
+
+    if not isinstance(strategy, tf.distribute.Strategy):
+        raise TypeError(
+            "distribute takes a tf.distribute.Strategy (e.g. "
+            f"MirroredStrategy), got {type(strategy).__name__}."
+        )
+    built = served.built
+    replicas = strategy.num_replicas_in_sync
+    distribute.check_divisible(
+        [
+            (what, size)
+            for what, size in built.fixed_batch_sizes
+            if plan_lib.round_up(size, built.settings.batch_multiple) % replicas
+        ],
+        replicas,
+        built.builder,
+    )
+    built.check_even_split(
+        replicas,
+        f"The strategy's {replicas} replicas each take an equal part of every batch",
+    )
+
+    def per_pipeline(input_context):
+        return pipeline_of(served).dataset(
+            distribute.ReplicaSlice.of(strategy, input_context)
+        )
+
+    distributed = strategy.distribute_datasets_from_function(per_pipeline)
+    steps = served.steps_per_epoch()
+    if steps is not None:
+        # tf.distribute reports the per-pipeline cardinality (one element
+        # per local replica and step), which Keras takes for steps.
+        distributed._cardinality = steps
+    return served_lib.serve(distributed, served)

@@ -219,3 +219,68 @@ def global_batches(batch_arguments, epochs, initial_epoch, num_batches):
     numbers = tf.data.Dataset.range(epochs * num_batches)
     initial = (tf.constant(initial_epoch, tf.int64), first)
     return numbers.scan(initial, step)
+
+
+def distribute_stream(
+    served, service, processing_mode, epochs, initial_epoch, timeout, num_workers
+):
+    """A stream's epochs made by the workers of a tf.data service
+    (`kerasbatch.StreamBucketBuilder.distribute_with_service`): a
+    `tf.data.Dataset`, one epoch per iteration, counted at the client."""
+    from kerasbatch.engines import served as served_lib
+    from kerasbatch.engines.tf_data import stream_pipeline
+    from kerasbatch.engines.tf_data.stream_blocks import plain
+
+    pipeline = stream_pipeline.StreamPipeline(served)
+    if processing_mode is None:
+        processing_mode = sharding().HINT
+    check_request(
+        service,
+        processing_mode,
+        num_workers,
+        epochs,
+        initial_epoch,
+        timeout,
+        stream_modes(),
+    )
+    source, shard_elements = served.built.source, False
+    sharded = processing_mode == sharding().HINT
+    if sharded:
+        if served.built.shardable is not None:
+            source = served.built.shardable  # whole files per worker
+        else:
+            shard_elements = True
+    measured = [
+        pipeline.epoch_batches(
+            source,
+            tf.constant(epoch, tf.int64),
+            shard_elements,
+            whole_input=not sharded,
+        )
+        for epoch in range(initial_epoch, initial_epoch + epochs)
+    ]
+    service_api = tf.data.experimental.service
+    ids = tf.stack([service_api.register_dataset(service, m) for m in measured])
+    spec = measured[0].element_spec
+
+    def epoch_batches(epoch):
+        registered = epoch - initial_epoch
+        check = tf.debugging.assert_less(
+            registered,
+            tf.constant(epochs, tf.int64),
+            message=(
+                f"distribute_with_service registered epochs {initial_epoch} "
+                f"to {initial_epoch + epochs - 1}; this iteration is past "
+                "them: pass a larger epochs= (or set_epoch to one of them)"
+            ),
+        )
+        with tf.control_dependencies([check]):
+            dataset_id = tf.gather(ids, registered)
+        batches = service_api.from_dataset_id(
+            processing_mode, service, dataset_id, element_spec=spec
+        )
+        return pipeline.counted(batches)
+
+    epochs_ = tf.data.Dataset.range(1).map(plain(lambda _: pipeline.begin_epoch()))
+    remote = pipeline.prefetched(epochs_.flat_map(plain(epoch_batches)))
+    return served_lib.serve(remote, served)

@@ -13,8 +13,9 @@ from kerasbatch.planning import orders
 from kerasbatch.planning.stream_blocks import LAST_KEY, ROW_FIELDS
 
 
-def _plain(function):
-    """`function`, which tf.data runs as written (no AutoGraph)."""
+def plain(function):
+    """`function`, which tf.data runs as written (no AutoGraph, nor its
+    cost)."""
     return tf.autograph.experimental.do_not_convert(function)
 
 
@@ -84,7 +85,7 @@ class BlockBucketer:
             lambda spec: tf.zeros([0, *spec.shape[1:]], spec.dtype),
             blocks.element_spec,
         )
-        marked = blocks.map(_plain(lambda rows: (rows, False)))
+        marked = blocks.map(plain(lambda rows: (rows, False)))
         marked = marked.concatenate(tf.data.Dataset.from_tensors((empty, True)))
         state = {"pending": empty, "emission": tf.constant(0, tf.int64)}
         if self.expected_counts is not None:
@@ -112,9 +113,9 @@ class BlockBucketer:
                 new_state["seen"] = seen
             return new_state, left
 
-        emissions = marked.scan(state, _plain(step))
+        emissions = marked.scan(state, plain(step))
         return emissions.flat_map(
-            _plain(lambda rows, sizes: self._split(rows, sizes, finish))
+            plain(lambda rows, sizes: self._split(rows, sizes, finish))
         )
 
     def _counts(self, bucket):
@@ -227,4 +228,4 @@ class BlockBucketer:
             sliced = {key: rows[key][start:end] for key in ("lengths", *ROW_FIELDS)}
             return finish({"values": tuple(values), **sliced})
 
-        return tf.data.Dataset.from_tensor_slices((ends, sizes)).map(_plain(batch))
+        return tf.data.Dataset.from_tensor_slices((ends, sizes)).map(plain(batch))

@@ -11,9 +11,9 @@ each batch is padded, measured and counted into the dataset's counters
 
 from kerasbatch.engines import served as served_lib
 from kerasbatch.engines.tf_data import batch as batch_lib
-from kerasbatch.engines.tf_data import service as service_lib
 from kerasbatch.engines.tf_data import stream_blocks as graph_blocks
-from kerasbatch.engines.tf_data.pipeline import EpochPipeline, advances_when_taken
+from kerasbatch.engines.tf_data.epoch_pipeline import EpochPipeline, advances_when_taken
+from kerasbatch.engines.tf_data.stream_blocks import plain
 from kerasbatch.engines.tf_data.stream_counters import GraphStreamCounters
 from kerasbatch.engines.tf_data.stream_rows import StreamRows, num_rows
 from kerasbatch.optional import tensorflow as tf
@@ -25,11 +25,6 @@ from kerasbatch.planning.stream_blocks import BLOCK_ROWS, LENGTHS_MISMATCH
 #: inside the stream's dataset function, where tf.data would otherwise run it
 #: in the consuming thread, one element at a time (tensorflow/tensorflow#44278).
 _INPUT_PREFETCH = 256
-
-
-def _plain(function):
-    """`function`, which tf.data runs as written (no AutoGraph)."""
-    return tf.autograph.experimental.do_not_convert(function)
 
 
 def stream(built, epoch=0):
@@ -81,7 +76,7 @@ class StreamPipeline(EpochPipeline):
             batches = self.advanced_at_end(batches)
         elif at_end and num_batches != INFINITE:
             batches = batches.enumerate().map(
-                _plain(
+                plain(
                     lambda number, batch: self.taken(number + 1 >= num_batches, batch)
                 )
             )
@@ -95,7 +90,7 @@ class StreamPipeline(EpochPipeline):
         """The per-replica pipeline of `distribute`: every global batch, cut
         into `replicas`' parts. The epoch is read, and advanced when an
         iteration goes past its last part (`advanced_at_end`)."""
-        parts = self.epochs(advance=False).flat_map(_plain(replicas.parts_of))
+        parts = self.epochs(advance=False).flat_map(plain(replicas.parts_of))
         parts = self.advanced_at_end(self.prefetched(parts))
         if self.built.steps is not None:
             parts = parts.apply(
@@ -110,10 +105,10 @@ class StreamPipeline(EpochPipeline):
         `advance`, advanced) as it begins."""
         source = self.built.source
         epochs = tf.data.Dataset.range(1).map(
-            _plain(lambda _: self.begin_epoch(advance=advance))
+            plain(lambda _: self.begin_epoch(advance=advance))
         )
         return epochs.flat_map(
-            _plain(lambda epoch: self.counted(self.epoch_batches(source, epoch)))
+            plain(lambda epoch: self.counted(self.epoch_batches(source, epoch)))
         )
 
     def taken(self, last, batch):
@@ -163,9 +158,9 @@ class StreamPipeline(EpochPipeline):
             blocks = blocks.prefetch(_INPUT_PREFETCH).ragged_batch(BLOCK_ROWS)
         numbered = blocks.prefetch(2).scan(
             tf.constant(0, tf.int64),
-            _plain(lambda seen, block: (seen + num_rows(block), (seen, block))),
+            plain(lambda seen, block: (seen + num_rows(block), (seen, block))),
         )
-        rows = numbered.map(_plain(self.rows.prepare_block))
+        rows = numbered.map(plain(self.rows.prepare_block))
         whole_input = whole_input and not shard_hint
         settings = self.settings
         bucketer = graph_blocks.BlockBucketer(
@@ -180,17 +175,17 @@ class StreamPipeline(EpochPipeline):
         return bucketer.batches(
             rows,
             epoch,
-            _plain(lambda batch: self.rows.measure_batch(self.rows.padded(batch))),
+            plain(lambda batch: self.rows.measure_batch(self.rows.padded(batch))),
         )
 
     def counted(self, measured):
         """The batches of `measured` (from `epoch_batches`), counted into
         the statistics; batches `drop_remainder` drops are counted as
         dropped and left out."""
-        batches = measured.map(_plain(self.count_batch))
+        batches = measured.map(plain(self.count_batch))
         if self.settings.drop_remainder:
-            batches = batches.filter(_plain(lambda batch, full: full))
-            batches = batches.map(_plain(lambda batch, full: batch))
+            batches = batches.filter(plain(lambda batch, full: full))
+            batches = batches.map(plain(lambda batch, full: batch))
         return batches
 
     def count_batch(self, element, counted, shape, full):
@@ -210,62 +205,3 @@ class StreamPipeline(EpochPipeline):
         if settings.drop_remainder:
             return element, full
         return element
-
-    def service_dataset(
-        self, service, processing_mode, epochs, initial_epoch, timeout, num_workers
-    ):
-        """The stream's epochs made by the workers of a tf.data service
-        (`kerasbatch.StreamBucketBuilder.distribute_with_service`): a
-        `tf.data.Dataset`, one epoch per iteration, counted here."""
-        if processing_mode is None:
-            processing_mode = service_lib.sharding().HINT
-        service_lib.check_request(
-            service,
-            processing_mode,
-            num_workers,
-            epochs,
-            initial_epoch,
-            timeout,
-            service_lib.stream_modes(),
-        )
-        source, shard_elements = self.built.source, False
-        sharded = processing_mode == service_lib.sharding().HINT
-        if sharded:
-            if self.built.shardable is not None:
-                source = self.built.shardable  # whole files per worker
-            else:
-                shard_elements = True
-        measured = [
-            self.epoch_batches(
-                source,
-                tf.constant(epoch, tf.int64),
-                shard_elements,
-                whole_input=not sharded,
-            )
-            for epoch in range(initial_epoch, initial_epoch + epochs)
-        ]
-        service_api = tf.data.experimental.service
-        ids = tf.stack([service_api.register_dataset(service, m) for m in measured])
-        spec = measured[0].element_spec
-
-        def epoch_batches(epoch):
-            registered = epoch - initial_epoch
-            check = tf.debugging.assert_less(
-                registered,
-                tf.constant(epochs, tf.int64),
-                message=(
-                    f"distribute_with_service registered epochs {initial_epoch} "
-                    f"to {initial_epoch + epochs - 1}; this iteration is past "
-                    "them: pass a larger epochs= (or set_epoch to one of them)"
-                ),
-            )
-            with tf.control_dependencies([check]):
-                dataset_id = tf.gather(ids, registered)
-            batches = service_api.from_dataset_id(
-                processing_mode, service, dataset_id, element_spec=spec
-            )
-            return self.counted(batches)
-
-        epochs_ = tf.data.Dataset.range(1).map(_plain(lambda _: self.begin_epoch()))
-        remote = self.prefetched(epochs_.flat_map(_plain(epoch_batches)))
-        return served_lib.serve(remote, self.served)
