@@ -157,19 +157,9 @@ class StreamBucketBuilder(BuiltDatasets, StreamSettings, Settings):
         pad_to_bucket=False,
         buffer_size=10_000,
         *,
-        shuffle=True,
-        seed=0,
-        drop_remainder=False,
-        remainder=None,
-        padding=None,
-        max_length=None,
-        overflow="error",
         output_lengths=False,
         output_mask=False,
-        batch_multiple=1,
-        pad_to_multiple=1,
-        prefetch="auto",
-        model_inputs=None,
+        **settings,
     ):
         batch_size = self._init_buckets(
             boundaries,
@@ -185,19 +175,7 @@ class StreamBucketBuilder(BuiltDatasets, StreamSettings, Settings):
         if buffer_size is None:
             raise ValueError("buffer_size must be a positive int, got None.")
         self.buffer_size = checks.optional_positive_int(buffer_size, "buffer_size")
-        super().__init__(
-            shuffle=shuffle,
-            seed=seed,
-            drop_remainder=drop_remainder,
-            remainder=remainder,
-            padding=padding,
-            max_length=max_length,
-            overflow=overflow,
-            batch_multiple=batch_multiple,
-            pad_to_multiple=pad_to_multiple,
-            prefetch=prefetch,
-            model_inputs=model_inputs,
-        )
+        super().__init__(**settings)
         self.output_lengths = checks.checked_bool(output_lengths, "output_lengths")
         self.output_mask = checks.checked_bool(output_mask, "output_mask")
         self._init_datasets()
