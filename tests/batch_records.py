@@ -315,11 +315,6 @@ _planned(
     TOKENS,
     TAGS,
 )
-DIFFERS_BY_ENGINE["bucket/truncate_no_shuffle"] = (
-    "on 'tf.data', the batches of the first truncation bucket [0, 8) hold "
-    "their first element only: the rows after it are padding, x and y alike "
-    "(the 'grain' and 'python' engines give every element's values)"
-)
 _planned(
     "bucket/pad_to_bucket_remainder_pad",
     B,

@@ -215,6 +215,10 @@ def test_truncation_buckets_cut_to_the_lower_bound(sequences):
             assert bx.shape[1] == lower
             # The kept prefix is the element's own data, unchanged.
             assert (bx == (ids + 1)[:, None]).all()
+        else:  # the first bucket is padded, never cut
+            for row, index in zip(bx, ids, strict=True):
+                assert (row[: lengths[index]] == index + 1).all()
+                assert (row[lengths[index] :] == 0).all()
     statistics = builder.statistics()
     cut = lengths >= 10
     lower = np.array([0, 10, 20, 30])[
@@ -223,6 +227,18 @@ def test_truncation_buckets_cut_to_the_lower_bound(sequences):
     assert statistics.truncated == int((lengths[cut] > lower[cut]).sum())
     assert statistics.truncated_positions == int((lengths[cut] - lower[cut]).sum())
     assert statistics.dropped == 0
+
+
+@pytest.mark.parametrize("engine", ["tf.data", "grain", "python"])
+def test_the_first_truncation_bucket_holds_every_element_whole(engine):
+    x = [np.full(n, n, np.int32) for n in (3, 4, 2, 5, 3, 12, 15, 11)]
+    builder = kerasbatch.BucketBuilder(
+        boundaries=[8], batch_size=5, truncate=True, shuffle=False
+    )
+    batches = [np.asarray(b) for b in builder.build(x, engine=engine)]
+    first = next(b for b in batches if b.shape[1] < 8)
+    expected = [[n] * n + [0] * (5 - n) for n in (3, 4, 2, 5, 3)]
+    assert first.tolist() == expected
 
 
 def test_max_length_error_names_the_element(sequences):

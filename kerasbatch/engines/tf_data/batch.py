@@ -145,7 +145,10 @@ class BatchFunction:
                 continue
             rows = self._gather(component, tensor, indices)
             if self.may_cut:
-                rows = rows[:, : batch.limit]
+                # No row is longer than all values: a limit past that
+                # (`NO_LIMIT`) would overflow the ends of the slice.
+                total = tf.shape(rows.values, out_type=tf.int64)[0]
+                rows = rows[:, : tf.minimum(batch.limit, total)]
             shape = tf.stack(
                 [batch.rows, batch.padded_lengths[column], *component.trailing_shape]
             )
