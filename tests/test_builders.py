@@ -526,7 +526,17 @@ def test_builders_serialize_with_keras():
         (
             lambda: kerasbatch.PaddedBuilder(8, bucket_size=3),
             TypeError,
-            r"unexpected keyword argument 'bucket_size'",
+            r"PaddedBuilder got an unexpected keyword argument 'bucket_size'",
+        ),
+        (
+            lambda: kerasbatch.PackedBuilder(16, output_lengths=True),
+            TypeError,
+            r"PackedBuilder got an unexpected keyword argument 'output_lengths'",
+        ),
+        (
+            lambda: kerasbatch.StreamBucketBuilder(sequence_length=8),
+            TypeError,
+            r"StreamBucketBuilder got an unexpected keyword argument",
         ),
         (
             lambda: kerasbatch.BucketBuilder(boundaries=[16, 8]),

@@ -139,39 +139,12 @@ class Builder(PlannedBuilder):
     sizes_batches_itself = False
 
     def __init__(
-        self,
-        batch_size=32,
-        *,
-        shuffle=True,
-        seed=0,
-        drop_remainder=False,
-        remainder=None,
-        padding=None,
-        max_length=None,
-        overflow="error",
-        output_lengths=False,
-        output_mask=False,
-        batch_multiple=1,
-        pad_to_multiple=1,
-        prefetch="auto",
-        model_inputs=None,
+        self, batch_size=32, *, output_lengths=False, output_mask=False, **settings
     ):
         self.batch_size = checks.optional_positive_int(batch_size, "batch_size")
         if batch_size is None and not self.sizes_batches_itself:
             raise ValueError(f"{type(self).__name__} needs a batch_size.")
-        super().__init__(
-            shuffle=shuffle,
-            seed=seed,
-            drop_remainder=drop_remainder,
-            remainder=remainder,
-            padding=padding,
-            max_length=max_length,
-            overflow=overflow,
-            batch_multiple=batch_multiple,
-            pad_to_multiple=pad_to_multiple,
-            prefetch=prefetch,
-            model_inputs=model_inputs,
-        )
+        super().__init__(**settings)
         self.output_lengths = checks.checked_bool(output_lengths, "output_lengths")
         self.output_mask = checks.checked_bool(output_mask, "output_mask")
 

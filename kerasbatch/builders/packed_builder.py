@@ -153,19 +153,10 @@ class PackedBuilder(PlannedBuilder):
         max_segments_per_row=None,
         normalize_segments=False,
         *,
-        shuffle=True,
-        seed=0,
-        drop_remainder=False,
-        remainder=None,
-        padding=None,
         max_length=None,
-        overflow="error",
-        batch_multiple=1,
-        pad_to_multiple=1,
-        prefetch="auto",
         segment_ids_name=SEGMENT_IDS,
         positions_name=POSITIONS,
-        model_inputs=None,
+        **settings,
     ):
         if sequence_length is None:
             raise ValueError("sequence_length must be a positive int, got None.")
@@ -183,19 +174,7 @@ class PackedBuilder(PlannedBuilder):
         )
         if max_length is None:
             max_length = self.sequence_length
-        super().__init__(
-            shuffle=shuffle,
-            seed=seed,
-            drop_remainder=drop_remainder,
-            remainder=remainder,
-            padding=padding,
-            max_length=max_length,
-            overflow=overflow,
-            batch_multiple=batch_multiple,
-            pad_to_multiple=pad_to_multiple,
-            prefetch=prefetch,
-            model_inputs=model_inputs,
-        )
+        super().__init__(max_length=max_length, **settings)
         self.segment_ids_name = _input_name(segment_ids_name, "segment_ids_name")
         self.positions_name = _input_name(positions_name, "positions_name")
         if self.segment_ids_name == self.positions_name:

@@ -61,7 +61,14 @@ class Settings(Configurable):
         pad_to_multiple=1,
         prefetch="auto",
         model_inputs=None,
+        **unknown,
     ):
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} got an unexpected keyword argument "
+                f"{sorted(unknown)[0]!r}: see help({type(self).__name__}) for "
+                "its arguments."
+            )
         self.shuffle = checks.checked_bool(shuffle, "shuffle")
         if seed is None:
             seed = int(np.random.SeedSequence().entropy % (2**31))
