@@ -274,7 +274,9 @@ class StreamBucketBuilder(BuiltDatasets, StreamSettings, Settings):
                     "on 'tf.data' a component is per-example where its first "
                     "dimension is known in the dataset's element_spec."
                 )
-            elements, cardinality = stream_inputs.tf_data_elements(
+            from kerasbatch.engines.tf_data import stream_rows
+
+            elements, cardinality = stream_rows.stream_elements(
                 dataset, shardable, batched
             )
         else:

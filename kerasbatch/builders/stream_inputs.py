@@ -1,5 +1,8 @@
-"""What a stream's `build` takes: its source, checked, and the structure of
-its elements (`kerasbatch.data.stream_elements.StreamElements`)."""
+"""What a stream's `build` takes on the numpy engines: its source, checked,
+and the structure of its elements
+(`kerasbatch.data.stream_elements.StreamElements`). The `tf.data` engine
+checks its own (`kerasbatch.engines.tf_data.stream_rows.stream_elements`).
+"""
 
 from kerasbatch import optional
 from kerasbatch.data import sources
@@ -11,51 +14,13 @@ from kerasbatch.engines import processes
 UNKNOWN = -2
 
 
-def tf_data_elements(dataset, shardable, batched):
-    """`(elements, cardinality)` of a `tf.data.Dataset` source (`batched`:
-    its elements are blocks of examples); a clear error for what the
-    `tf.data` engine cannot stream."""
-    if optional.imported("tensorflow") is None and not optional.tensorflow.available:
-        raise ImportError(
-            "StreamBucketBuilder streams tf.data datasets on the 'tf.data' "
-            "engine, which needs TensorFlow: pip install tensorflow. "
-            "Without it, build(source, engine='grain') streams a Grain "
-            "dataset or a Python iterable."
-        )
-    tf = optional.tensorflow
-    if not isinstance(dataset, tf.data.Dataset):
-        raise TypeError(
-            "StreamBucketBuilder.build(engine='tf.data') takes a "
-            f"tf.data.Dataset, got {type(dataset).__name__}; stream a "
-            "Grain dataset or a Python iterable with engine='grain' or "
-            "'python'."
-        )
-    if shardable is not None and shardable.element_spec != dataset.element_spec:
-        raise ValueError(
-            "shardable must be the same dataset with a shard hint: its "
-            f"element_spec {shardable.element_spec} differs from the "
-            f"dataset's {dataset.element_spec}."
-        )
-    from kerasbatch.engines.tf_data import stream_rows
-
-    spec = dataset.element_spec
-    elements = StreamElements.of_spec(
-        stream_rows.example_spec(spec) if batched else spec
-    )
-    cardinality = int(dataset.cardinality())
-    if batched and cardinality >= 0:  # blocks, of elements not yet known
-        cardinality = UNKNOWN
-    return elements, cardinality
-
-
 def numpy_elements(source, engine, per_example):
     """`(elements, cardinality)` of a source of the numpy engines: a Grain
     dataset, a Python iterable, or a function that returns an iterator
     (read once here, for its first element's structure); a clear error for
     what they cannot stream."""
-    if optional.imported("tensorflow") and isinstance(
-        source, optional.tensorflow.data.Dataset
-    ):
+    tf = optional.imported("tensorflow")
+    if tf is not None and isinstance(source, tf.data.Dataset):
         raise TypeError(
             "A tf.data.Dataset streams on the 'tf.data' engine: build it "
             f"with engine='tf.data', not {engine!r}."

@@ -4,14 +4,19 @@ checked, and each batch padded and measured, in TF ops on whole blocks
 `kerasbatch.engines.numpy.stream`, rule for rule.
 """
 
+from kerasbatch import optional
 from kerasbatch.data import outputs, sources
 from kerasbatch.data import padding as padding_lib
+from kerasbatch.data.stream_elements import StreamElements
 from kerasbatch.engines.tf_data import buckets as graph_buckets
 from kerasbatch.engines.tf_data import stream_blocks as graph_blocks
 from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import plan as plan_lib
 from kerasbatch.planning import remainders as remainders_lib
 from kerasbatch.planning.stream_blocks import LENGTHS_MISMATCH, ROW_FIELDS
+
+#: tf.data's cardinality of a dataset whose size is unknown.
+UNKNOWN_CARDINALITY = -2
 
 
 class StreamRows:
@@ -290,3 +295,35 @@ def example_spec(block_spec):
         block_spec,
         [example(spec, f"component {i} of the blocks") for i, spec in enumerate(flat)],
     )
+
+
+def stream_elements(dataset, shardable, batched):
+    """`(elements, cardinality)` of a `tf.data.Dataset` source (`batched`:
+    its elements are blocks of examples); a clear error for what the
+    `tf.data` engine cannot stream."""
+    if optional.imported("tensorflow") is None and not optional.tensorflow.available:
+        raise ImportError(
+            "StreamBucketBuilder streams tf.data datasets on the 'tf.data' "
+            "engine, which needs TensorFlow: pip install tensorflow. "
+            "Without it, build(source, engine='grain') streams a Grain "
+            "dataset or a Python iterable."
+        )
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(
+            "StreamBucketBuilder.build(engine='tf.data') takes a "
+            f"tf.data.Dataset, got {type(dataset).__name__}; stream a "
+            "Grain dataset or a Python iterable with engine='grain' or "
+            "'python'."
+        )
+    if shardable is not None and shardable.element_spec != dataset.element_spec:
+        raise ValueError(
+            "shardable must be the same dataset with a shard hint: its "
+            f"element_spec {shardable.element_spec} differs from the "
+            f"dataset's {dataset.element_spec}."
+        )
+    spec = dataset.element_spec
+    elements = StreamElements.of_spec(example_spec(spec) if batched else spec)
+    cardinality = int(dataset.cardinality())
+    if batched and cardinality >= 0:  # blocks, of elements not yet known
+        cardinality = UNKNOWN_CARDINALITY
+    return elements, cardinality
