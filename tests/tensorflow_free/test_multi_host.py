@@ -13,7 +13,7 @@ from test_fit_on_numpy_engines import LENGTHS, sequences, trained
 
 import kerasbatch
 from kerasbatch.builders import builder_of
-from kerasbatch.engines.numpy.batches import PlannedBatches
+from kerasbatch.engines.numpy.planned import PlannedBatches
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROCESSES = 2
