@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from kerasbatch import optional
-from kerasbatch.optional import tensorflow as tf
+from kerasbatch.planning import orders
 
 ROLES = ("x", "y", "sample_weight")
 #: NumPy's dtype of TensorFlow's bfloat16 (from ml_dtypes; numpy kind "V").
@@ -60,7 +60,6 @@ class Component:
     #: Whether `values` and `row_splits` are buffers kerasbatch made (and
     #: nothing else writes), which TensorFlow may then read in place.
     owned: bool = False
-    _tensor: object = dataclasses.field(default=None, init=False, repr=False)
 
     @property
     def is_sequence(self):
@@ -86,52 +85,6 @@ class Component:
     def where(self):
         """How a user would name this component in an error message."""
         return self.role if self.key is None else f"{self.role}[{self.key!r}]"
-
-    def to_tensor(self):
-        """A `tf.RaggedTensor` (sequences) or `tf.Tensor` holding all elements.
-
-        Made once: every pipeline of the data (the built dataset, its
-        `distribute` and `distribute_with_service` variants) shares it.
-        """
-        if self._tensor is None:
-            if self.is_sequence:
-                self._tensor = tf.RaggedTensor.from_row_splits(
-                    _as_tensor(self.values, self.owned),
-                    _as_tensor(self.row_splits, self.owned),
-                    validate=False,
-                )
-            else:
-                self._tensor = _as_tensor(self.values, self.owned)
-        return self._tensor
-
-
-#: TensorFlow reads a buffer in place only at this alignment (`IsAligned`).
-_ALIGNMENT = 64
-
-
-def aligned_empty(shape, dtype):
-    """`np.empty(shape, dtype)` whose buffer starts on a 64-byte boundary,
-    so that `_as_tensor` can hand it to TensorFlow without a copy."""
-    dtype = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64))
-    raw = np.empty(count * dtype.itemsize + _ALIGNMENT, np.uint8)
-    offset = -raw.ctypes.data % _ALIGNMENT
-    return raw[offset : offset + count * dtype.itemsize].view(dtype).reshape(shape)
-
-
-def _as_tensor(array, owned):
-    """A tensor of `array`: the same memory (DLPack) when kerasbatch made the
-    buffer (`owned`: no one else writes it) and TensorFlow can read it in
-    place (C-contiguous, 64-byte aligned, int or float), else a copy."""
-    if (
-        owned
-        and array.flags.c_contiguous
-        and array.dtype.kind in "iuf"
-        and array.ctypes.data % _ALIGNMENT == 0
-        and array.size
-    ):
-        return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
-    return tf.convert_to_tensor(array)
 
 
 @dataclasses.dataclass(eq=False)
@@ -347,10 +300,10 @@ def _concatenate_sequences(sequences, where):
         progress.update(len(sequences), finalize=True)
     dtype = np.result_type(*{a.dtype for a in arrays})
     _check_exact(arrays, dtype, where)
-    splits = aligned_empty(len(arrays) + 1, np.int64)
+    splits = orders.aligned_empty(len(arrays) + 1, np.int64)
     splits[0] = 0
     np.cumsum(np.fromiter(map(len, arrays), np.int64, len(arrays)), out=splits[1:])
-    values = aligned_empty((int(splits[-1]), *first_trailing), dtype)
+    values = orders.aligned_empty((int(splits[-1]), *first_trailing), dtype)
     # Every array already has the shape (length, *first_trailing): no
     # reshaped views (a million of them cost more than the values).
     np.concatenate(arrays, out=values, casting="same_kind")
@@ -396,7 +349,7 @@ def dtype_kind(dtype):
     (numpy kind "V") as the float it is: `"b"` bool, `"i"`/`"u"` ints, `"f"`
     floats, `"c"` complex, `"S"`/`"U"`/`"O"` bytes, unicode and object.
 
-    >>> dtype_kind("bfloat16"), dtype_kind(tf.uint8), dtype_kind(np.str_)
+    >>> dtype_kind("bfloat16"), dtype_kind(np.uint8), dtype_kind(np.str_)
     ('f', 'u', 'U')
     """
     dtype = as_numpy_dtype(dtype)

@@ -4,8 +4,6 @@ import dataclasses
 
 import numpy as np
 
-from kerasbatch.optional import tensorflow as tf
-
 
 @dataclasses.dataclass(eq=False)
 class SparseComponent:
@@ -51,11 +49,3 @@ class SparseComponent:
     @property
     def where(self):
         return self.role if self.key is None else f"{self.role}[{self.key!r}]"
-
-    def to_tensor(self):
-        """`(entries (n, None, rank), values (n, None), shapes (n, rank))`."""
-        return (
-            tf.RaggedTensor.from_row_splits(self.indices, self.entry_splits),
-            tf.RaggedTensor.from_row_splits(self.values, self.entry_splits),
-            tf.constant(self.shapes),
-        )

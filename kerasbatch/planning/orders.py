@@ -249,25 +249,35 @@ class EpochOrder:
         return indices, splits
 
 
-#: The alignment at which TensorFlow reads a numpy buffer in place.
-_ALIGNMENT = 64
+#: The alignment at which TensorFlow reads a numpy buffer in place
+#: (`IsAligned`): `kerasbatch.engines.tf_data.tensors` then hands it over
+#: without a copy.
+ALIGNMENT = 64
+
+
+def aligned_empty(shape, dtype):
+    """`np.empty(shape, dtype)` whose buffer starts on a 64-byte boundary,
+    so that TensorFlow can read it in place."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(count * dtype.itemsize + ALIGNMENT, np.uint8)
+    offset = -raw.ctypes.data % ALIGNMENT
+    return raw[offset : offset + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
 def compact(values):
     """Non-negative int `values` as int32 when they fit (else int64).
 
-    A converted array starts on a 64-byte boundary, as
-    `kerasbatch.data.sources.aligned_empty` allocates: TensorFlow can read it in
-    place (the `tf.data` engine's tensors of an order share its memory).
+    A converted array starts on a 64-byte boundary (`aligned_empty`):
+    TensorFlow can read it in place (the `tf.data` engine's tensors of an
+    order share its memory).
     """
     values = np.asarray(values)
     if values.dtype == np.int32:
         return values
     if len(values) and values.max() >= 2**31:
         return values.astype(np.int64, copy=False)
-    raw = np.empty(values.size * 4 + _ALIGNMENT, np.uint8)
-    offset = -raw.ctypes.data % _ALIGNMENT
-    out = raw[offset : offset + values.size * 4].view(np.int32).reshape(values.shape)
+    out = aligned_empty(values.shape, np.int32)
     out[...] = values
     return out
 

@@ -20,6 +20,7 @@ import typing
 
 from kerasbatch.data import outputs, sources
 from kerasbatch.engines.tf_data import orders as epochs_lib
+from kerasbatch.engines.tf_data import tensors
 from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import orders as orders_lib
 from kerasbatch.planning import plan as plan_lib
@@ -123,7 +124,7 @@ class BatchFunction:
         self.static_batch_size = static_batch_size
         self.components = data.components
         self.structure = data.structure
-        self.tensors = [c.to_tensor() for c in self.components]
+        self.tensors = [tensors.component_tensor(c) for c in self.components]
         self.paddings = prepared.paddings
         self.may_cut = bool((prepared.element_limits != plan_lib.NO_LIMIT).any())
         self.output_lengths = settings.output_lengths

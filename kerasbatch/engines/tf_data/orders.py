@@ -16,7 +16,7 @@ as large as the units (`GraphPackedOrder` still hashes such ranges).
 
 import numpy as np
 
-from kerasbatch.data import sources
+from kerasbatch.engines.tf_data import tensors
 from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import orders
 
@@ -202,7 +202,7 @@ def shared(array):
     """A CPU tensor of `array`, an array kerasbatch made and never writes
     again: its very memory where TensorFlow can read it in place (64-byte
     aligned, as `orders.compact` makes them), else a copy."""
-    return sources._as_tensor(array, owned=array.flags.writeable)
+    return tensors.as_tensor(array, owned=array.flags.writeable)
 
 
 def chunks(groups, max_chunks=MAX_CHUNKS, chunk_units=CHUNK_UNITS):
