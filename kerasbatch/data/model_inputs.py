@@ -249,7 +249,8 @@ class ModelInputs(Configurable):
     def apply(self, ops, x, y, sample_weight, lengths):
         """The batch `(x, y, sample_weight)` with these inputs, from the
         padded batch and its `lengths` by component name; `ops` computes
-        the values (`kerasbatch.data.outputs`' graph or numpy ops)."""
+        the values (`kerasbatch.data.outputs.NumpyOps`, or the `tf.data`
+        engine's `GraphOps`)."""
         entries = dict(x) if isinstance(x, dict) else {"x": x}
         if not self._needs_sequence():
             return self._named(ops, entries, None, None), y, sample_weight

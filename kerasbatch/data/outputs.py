@@ -1,7 +1,8 @@
 """What `output_lengths`, `output_mask` and filler rows add to a padded batch.
 
-Shared by the in-memory builders and `kerasbatch.StreamBucketBuilder`: both
-give a batch's `x`, `y` and `sample_weight` (each a tensor, a dict, or None)
+The rules, and their values in numpy; the `tf.data` engine computes the
+same values as TensorFlow ops (`kerasbatch.engines.tf_data.outputs`). Shared
+by the in-memory builders and `kerasbatch.StreamBucketBuilder`: both give a batch's `x`, `y` and `sample_weight` (each a tensor, a dict, or None)
 and the kept length of every sequence component, by component name
 (`kerasbatch.data.sources.component_name`).
 """
@@ -9,10 +10,9 @@ and the kept length of every sequence component, by component name
 import numpy as np
 
 from kerasbatch.data import sources
-from kerasbatch.optional import tensorflow as tf
 
 
-def finish_batch(
+def finish_numpy_batch(
     x,
     y,
     sample_weight,
@@ -23,7 +23,10 @@ def finish_batch(
     real_rows=None,
     model_inputs=None,
 ):
-    """The batch element: `x`, `(x, y)` or `(x, y, sample_weight)`.
+    """The batch element, `x`, `(x, y)` or `(x, y, sample_weight)`, of
+    numpy arrays, for the numpy engines (`grain`, `python`); the `tf.data`
+    engine's (`kerasbatch.engines.tf_data.outputs.finish_batch`) is the
+    same, value for value.
 
     Args:
         x, y, sample_weight: the padded batch by role (y and sample_weight
@@ -41,43 +44,16 @@ def finish_batch(
 
     Example:
 
-    >>> import tensorflow as tf
-    >>> from kerasbatch.data.outputs import finish_batch
-    >>> x, y = tf.ones([2, 3]), tf.ones([2, 3])
-    >>> lengths = {"x": tf.constant([3, 1], tf.int64),
-    ...            "y": tf.constant([3, 1], tf.int64)}
-    >>> x, y, weights = finish_batch(x, y, None, lengths,
-    ...                              output_lengths=True, output_mask=True)
-    >>> sorted(x), x["x_length"].numpy().tolist(), weights.numpy().tolist()
+    >>> import numpy as np
+    >>> from kerasbatch.data.outputs import finish_numpy_batch
+    >>> x, y = np.ones([2, 3]), np.ones([2, 3])
+    >>> lengths = {"x": np.array([3, 1]), "y": np.array([3, 1])}
+    >>> x, y, weights = finish_numpy_batch(x, y, None, lengths,
+    ...                                    output_lengths=True, output_mask=True)
+    >>> sorted(x), x["x_length"].tolist(), weights.tolist()
     (['x', 'x_length'], [3, 1], [[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
     """
-    return _finish(
-        GraphOps,
-        x,
-        y,
-        sample_weight,
-        lengths,
-        output_lengths,
-        output_mask,
-        real_rows,
-        model_inputs,
-    )
-
-
-def finish_numpy_batch(
-    x,
-    y,
-    sample_weight,
-    lengths,
-    *,
-    output_lengths,
-    output_mask,
-    real_rows=None,
-    model_inputs=None,
-):
-    """`finish_batch` in numpy, for the numpy engines (`grain`, `python`):
-    the same element, value for value, of numpy arrays."""
-    return _finish(
+    return finish(
         NumpyOps,
         x,
         y,
@@ -90,10 +66,10 @@ def finish_numpy_batch(
     )
 
 
-def fill_rows(tensor, rows):
-    """`tensor` with filler rows appended up to `rows` rows: copies of its
-    first row (zeros if it has none), which `finish_batch(real_rows=...)`
-    weighs 0. Given a batch's element indices, the filler rows gather
+def fill_numpy_rows(array, rows):
+    """`array` with filler rows appended up to `rows` rows: copies of its
+    first row (zeros if it has none), which `finish_numpy_batch(real_rows=
+    ...)` weighs 0. Given a batch's element indices, the filler rows gather
     copies of its first element.
 
     A filler row of all padding would be a row that no model can normalise
@@ -103,16 +79,6 @@ def fill_rows(tensor, rows):
     still NaN in the loss. A copy of a real row gives finite outputs
     wherever the first row does, and its zero weight leaves it out.
     """
-    shape = tf.shape(tensor, out_type=tf.int64)
-    # The first row, or zeros where there is none (a replica's empty part).
-    zeros = tf.zeros(tf.concat([[1], shape[1:]], axis=0), tensor.dtype)
-    first = tf.concat([tensor[:1], zeros], axis=0)[:1]
-    return tf.concat([tensor, tf.repeat(first, rows - shape[0], axis=0)], axis=0)
-
-
-def fill_numpy_rows(array, rows):
-    """`fill_rows` in numpy: `array` with copies of its first row (zeros
-    if it has none) appended up to `rows` rows."""
     missing = int(rows) - len(array)
     if missing <= 0:
         return array
@@ -120,7 +86,7 @@ def fill_numpy_rows(array, rows):
     return np.concatenate([array, np.repeat(first, missing, axis=0)])
 
 
-def _finish(
+def finish(
     ops,
     x,
     y,
@@ -131,8 +97,8 @@ def _finish(
     real_rows,
     model_inputs,
 ):
-    """The rules of `finish_batch`, once; `ops` computes the values (graph
-    or numpy)."""
+    """The rules of the batch element, once: `ops` computes the values
+    (`NumpyOps` here, the `tf.data` engine's `GraphOps` in a graph)."""
     if output_lengths:
         x = _with_lengths(x, lengths, ops.int32)
     if model_inputs is not None:
@@ -206,68 +172,10 @@ def _first_leaf(structure):
     return structure
 
 
-class GraphOps:
-    """The values of `_finish` (and of `kerasbatch.ModelInputs`) as
-    TensorFlow ops."""
-
-    @staticmethod
-    def sequence_mask(lengths, tokens, dtype):
-        """`(rows, time)` of `dtype`: position < length, for `tokens`'
-        first two axes."""
-        return tf.sequence_mask(lengths, tf.shape(tokens)[1], dtype)
-
-    @staticmethod
-    def shift_left(tokens):
-        """`tokens` moved one position left; the last position 0."""
-        return tf.concat([tokens[:, 1:], tf.zeros_like(tokens[:, :1])], axis=1)
-
-    @staticmethod
-    def full_like_rows(tokens, value):
-        """`(rows, time)` of `value` (int32 for an int, else float32)."""
-        dtype = tf.int32 if isinstance(value, int) else tf.float32
-        return tf.fill(tf.shape(tokens)[:2], tf.constant(value, dtype))
-
-    @staticmethod
-    def same_segment(ids, next_ids):
-        """Where a position's next one belongs to the same (real) segment."""
-        return (ids == next_ids) & (ids > 0)
-
-    @staticmethod
-    def positive(ids):
-        return ids > 0
-
-    @staticmethod
-    def cast(tensor, dtype):
-        return tf.cast(tensor, dtype)
-
-    @staticmethod
-    def int32(lengths):
-        return tf.cast(lengths, tf.int32)
-
-    @staticmethod
-    def real_rows(target, real_rows):
-        rows = tf.shape(target, out_type=tf.int64)[0]
-        return tf.sequence_mask(real_rows, rows, tf.float32)
-
-    @staticmethod
-    def weigh(weight, real):
-        weight = tf.cast(weight, tf.float32)
-        return weight * tf.reshape(real, [-1] + [1] * (weight.shape.rank - 1))
-
-    @staticmethod
-    def mask_weight(target, given, length):
-        if given is not None:
-            given = tf.cast(given, tf.float32)
-        if length is None:  # a per-example target
-            return tf.ones(tf.shape(target)[:1]) if given is None else given
-        mask = tf.sequence_mask(length, tf.shape(target)[1], tf.float32)
-        if given is None:
-            return mask
-        return mask * (given if given.shape.rank == 2 else given[:, None])
-
-
 class NumpyOps:
-    """The values of `_finish` in numpy (bit-identical to `GraphOps`')."""
+    """The values of `finish` (and of `kerasbatch.ModelInputs`) in numpy;
+    the `tf.data` engine's `GraphOps` computes them, bit for bit, as
+    TensorFlow ops."""
 
     @staticmethod
     def sequence_mask(lengths, tokens, dtype):

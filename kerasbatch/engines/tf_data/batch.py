@@ -18,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 import typing
 
-from kerasbatch.data import outputs, sources
+from kerasbatch.data import sources
 from kerasbatch.engines.tf_data import orders as epochs_lib
-from kerasbatch.engines.tf_data import tensors
+from kerasbatch.engines.tf_data import outputs, tensors
 from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import orders as orders_lib
 from kerasbatch.planning import plan as plan_lib

@@ -11,9 +11,8 @@ import typing
 
 import numpy as np
 
-from kerasbatch.data import outputs
 from kerasbatch.engines import packed_rows
-from kerasbatch.engines.tf_data import distribute
+from kerasbatch.engines.tf_data import distribute, outputs
 from kerasbatch.engines.tf_data import orders as graph_orders
 from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import plan as plan_lib

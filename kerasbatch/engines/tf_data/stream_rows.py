@@ -5,10 +5,11 @@ checked, and each batch padded and measured, in TF ops on whole blocks
 """
 
 from kerasbatch import optional
-from kerasbatch.data import outputs, sources
 from kerasbatch.data import padding as padding_lib
+from kerasbatch.data import sources
 from kerasbatch.data.stream_elements import StreamElements
 from kerasbatch.engines.tf_data import buckets as graph_buckets
+from kerasbatch.engines.tf_data import outputs
 from kerasbatch.engines.tf_data import stream_blocks as graph_blocks
 from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import plan as plan_lib

@@ -2,8 +2,8 @@
 `kerasbatch.WindowBuilder`'s batches, every component's window reduced by
 its `kerasbatch.Reducer`."""
 
-from kerasbatch.data import outputs, reducers, sparse_components
-from kerasbatch.engines.tf_data import batch
+from kerasbatch.data import reducers, sparse_components
+from kerasbatch.engines.tf_data import batch, outputs
 from kerasbatch.optional import tensorflow as tf
 
 
