@@ -9,7 +9,8 @@ import tensorflow as tf
 
 import kerasbatch
 from kerasbatch.data import reducers
-from kerasbatch.data.reducers import Count, DenseBatch, PaddedBatch, Window
+from kerasbatch.data.reducers import Count, DenseBatch, PaddedBatch
+from kerasbatch.engines.tf_data.reducers import Window, reduce
 
 
 def sparse_window(dense_elements):
@@ -50,8 +51,8 @@ def test_seed_example_0_count_elements():
 
     count_reducer = kerasbatch.Reducer(init_fn, reduce_fn, finalize_fn)
     window = Window(tf.range(10, dtype=tf.int64))
-    assert int(count_reducer.reduce(window)) == 10
-    assert int(Count().reduce(window)) == 10
+    assert int(reduce(count_reducer, window)) == 10
+    assert int(reduce(Count(), window)) == 10
 
 
 def test_seed_example_1_batch_of_dense_tensors():
@@ -70,8 +71,8 @@ def test_seed_example_1_batch_of_dense_tensors():
     batch_reducer = kerasbatch.Reducer(
         batch_init_fn, batch_reduce_fn, batch_finalize_fn
     )
-    assert batch_reducer.reduce(window).numpy().tolist() == [0, 1, 2, 3, 4]
-    assert DenseBatch().reduce(window).numpy().tolist() == [0, 1, 2, 3, 4]
+    assert reduce(batch_reducer, window).numpy().tolist() == [0, 1, 2, 3, 4]
+    assert reduce(DenseBatch(), window).numpy().tolist() == [0, 1, 2, 3, 4]
 
 
 def test_seed_example_2_padded_batch_of_dense_tensors():
@@ -88,41 +89,41 @@ def test_seed_example_2_padded_batch_of_dense_tensors():
     def finalize_fn(state):
         return state
 
-    count, shape = kerasbatch.Reducer(init_fn, reduce_fn, finalize_fn).reduce(window)
+    count, shape = reduce(kerasbatch.Reducer(init_fn, reduce_fn, finalize_fn), window)
     assert (int(count), shape.numpy().tolist()) == (2, [2])
-    batch = PaddedBatch(length=2).reduce(window)
+    batch = reduce(PaddedBatch(length=2), window)
     assert batch.numpy().tolist() == [[1, 0], [2, 0]]
 
 
 # ------------------------------------------------------------------ built-ins
 def test_padded_batch_pads_to_the_longest_element_with_the_value():
     window = Window(tf.ragged.constant([[[1, 1]], [[2, 2], [3, 3]]], ragged_rank=1))
-    batch = PaddedBatch(value=-1).reduce(window)
+    batch = reduce(PaddedBatch(value=-1), window)
     assert batch.numpy().tolist() == [[[1, 1], [-1, -1]], [[2, 2], [3, 3]]]
 
 
 def test_built_ins_stack_per_example_values_unchanged():
     labels = Window(tf.constant([[1.0, 2.0], [3.0, 4.0]]))
     for reducer in (DenseBatch(), PaddedBatch(value=-1)):
-        assert reducer.reduce(labels).numpy().tolist() == [[1, 2], [3, 4]]
-    assert int(Count().reduce(labels)) == 2
+        assert reduce(reducer, labels).numpy().tolist() == [[1, 2], [3, 4]]
+    assert int(reduce(Count(), labels)) == 2
 
 
 def test_dense_batch_stacks_equal_length_sequences():
     window = Window(tf.ragged.constant([[1, 2], [3, 4]]))
-    assert DenseBatch().reduce(window).numpy().tolist() == [[1, 2], [3, 4]]
+    assert reduce(DenseBatch(), window).numpy().tolist() == [[1, 2], [3, 4]]
 
 
 def test_padded_batch_of_sparse_tensors_grows_every_dimension_to_the_max():
     elements = [[[1, 0, 2]], [[0, 3], [4, 0]]]  # shapes (1, 3) and (2, 2)
     window = sparse_window(elements)
-    batch = PaddedBatch().reduce(window)
+    batch = reduce(PaddedBatch(), window)
     assert isinstance(batch, tf.SparseTensor)
     assert batch.dense_shape.numpy().tolist() == [2, 2, 3]
     np.testing.assert_array_equal(
         tf.sparse.to_dense(batch).numpy(), padded(elements, (2, 2, 3))
     )
-    fixed = PaddedBatch(length=4).reduce(window)
+    fixed = reduce(PaddedBatch(length=4), window)
     assert fixed.dense_shape.numpy().tolist() == [2, 4, 3]
     np.testing.assert_array_equal(
         tf.sparse.to_dense(fixed).numpy(), padded(elements, (2, 4, 3))
@@ -138,7 +139,7 @@ def test_sparse_window_elements_keep_their_own_shapes():
     nonzeros = kerasbatch.Reducer(
         lambda _: 0, lambda state, e: state + tf.size(e.values), lambda s: s
     )
-    assert int(nonzeros.reduce(sparse_window(elements))) == 4
+    assert int(reduce(nonzeros, sparse_window(elements))) == 4
 
 
 def test_built_ins_gather_once_instead_of_reducing_element_by_element():
@@ -146,7 +147,7 @@ def test_built_ins_gather_once_instead_of_reducing_element_by_element():
     spec = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
 
     def op_types(reducer):
-        function = tf.function(lambda values: reducer.reduce(Window(values)))
+        function = tf.function(lambda values: reduce(reducer, Window(values)))
         graph = function.get_concrete_function(spec).graph
         return {op.type for op in graph.get_operations()}
 
@@ -199,7 +200,7 @@ def test_reducer_of_registered_functions_round_trips():
     }
     restored = reducers.get(json.loads(json.dumps(reducers.serialize(reducer))))
     assert restored == reducer
-    assert int(restored.reduce(Window(tf.range(3)))) == 3
+    assert int(reduce(restored, Window(tf.range(3)))) == 3
     assert (
         repr(reducer)
         == "Reducer(init_fn=zero, reduce_fn=add_one, finalize_fn=identity)"
@@ -236,7 +237,7 @@ def test_padded_batch_rejects_bad_lengths_and_sparse_padding_values():
     with pytest.raises(ValueError, match="Padding length must be"):
         PaddedBatch(length=0)
     with pytest.raises(ValueError, match="PaddedBatch needs value=0, got -1"):
-        PaddedBatch(value=-1).reduce(sparse_window([[[1.0]]]))
+        reduce(PaddedBatch(value=-1), sparse_window([[[1.0]]]))
 
 
 def test_a_state_that_changes_structure_is_an_error():
@@ -248,4 +249,4 @@ def test_a_state_that_changes_structure_is_an_error():
         match=r"reduce_fn returned a state of structure \('int32', 'int32'\), "
         "but init_fn returned int32",
     ):
-        reducer.reduce(Window(tf.range(3)))
+        reduce(reducer, Window(tf.range(3)))

@@ -19,67 +19,15 @@ per-element `tf.concat` growth). Built-ins by name:
   elements batched into one `tf.SparseTensor` whose `dense_shape` is the
   largest of every dimension.
 
-A reducer receives the window as a `Window`.
+Here a reducer is a setting: the `tf.data` engine reduces a window with it
+(`kerasbatch.engines.tf_data.reducers`), and the numpy engines apply the
+built-ins to dense components, value for value.
 """
-
-import dataclasses
 
 import keras
 
 from kerasbatch.config import Configurable
 from kerasbatch.data.padding import Padding
-from kerasbatch.optional import tensorflow as tf
-
-
-@dataclasses.dataclass(frozen=True)
-class Window:
-    """The elements of one component in one window, as a reducer receives them.
-
-    Attributes:
-        values: the elements stacked along a new first axis of `size` rows:
-            a `tf.Tensor` of shape `(size, *shape)` (per-example components),
-            a `tf.RaggedTensor` of shape `(size, None, *trailing)`
-            (sequences), or a `tf.SparseTensor` whose `dense_shape` is
-            `[size, *the largest element shape]` (sparse components).
-        element_shapes: sparse components only: int64 `(size, rank)`, the
-            `dense_shape` of every element.
-
-    Example:
-
-    >>> import tensorflow as tf
-    >>> window = Window(tf.ragged.constant([[1], [2, 2]]))
-    >>> int(window.size), [e.numpy().tolist() for e in window.elements()]
-    (2, [[1], [2, 2]])
-    """
-
-    values: object
-    element_shapes: object = None
-
-    @property
-    def size(self):
-        """The number of elements, an int64 scalar tensor."""
-        if isinstance(self.values, tf.SparseTensor):
-            return self.values.dense_shape[0]
-        if isinstance(self.values, tf.RaggedTensor):
-            return self.values.nrows()
-        return tf.shape(self.values, out_type=tf.int64)[0]
-
-    def elements(self):
-        """The elements as a `tf.data.Dataset`, each shaped as its source holds it.
-
-        Sequence elements are dense tensors of shape `(length, *trailing)`;
-        sparse elements are `tf.SparseTensor`s of their own `dense_shape`.
-        """
-        if not isinstance(self.values, tf.SparseTensor):
-            return tf.data.Dataset.from_tensor_slices(self.values)
-        batch, shapes = self.values, self.element_shapes
-
-        def element(index):
-            start = tf.concat([[index], tf.zeros_like(shapes[index])], axis=0)
-            piece = tf.sparse.slice(batch, start, tf.concat([[1], shapes[index]], 0))
-            return tf.sparse.reshape(piece, shapes[index])
-
-        return tf.data.Dataset.range(self.size).map(element)
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
@@ -122,7 +70,8 @@ class Reducer:
     ...     init_fn=lambda _: 0,
     ...     reduce_fn=lambda state, value: state + 1,
     ...     finalize_fn=lambda state: state)
-    >>> int(count.reduce(kerasbatch.data.reducers.Window(tf.range(10))))
+    >>> from kerasbatch.engines.tf_data.reducers import Window, reduce
+    >>> int(reduce(count, Window(tf.range(10))))
     10
     """
 
@@ -135,25 +84,6 @@ class Reducer:
         self.init_fn = init_fn
         self.reduce_fn = reduce_fn
         self.finalize_fn = finalize_fn
-
-    def reduce(self, window):
-        """The component's batched value for `window` (a `Window`)."""
-        state = window.elements().reduce(self.init_fn(window.size), self._reduce)
-        return self.finalize_fn(state)
-
-    def _reduce(self, state, element):
-        new_state = self.reduce_fn(state, element)
-        try:
-            tf.nest.assert_same_structure(state, new_state, check_types=False)
-        except (TypeError, ValueError):
-            error = ValueError(
-                f"reduce_fn returned a state of structure {_describe(new_state)}, "
-                f"but init_fn returned {_describe(state)}; the state must keep "
-                "its structure."
-            )
-            error.ag_pass_through = True  # AutoGraph keeps the message as is
-            raise error from None
-        return new_state
 
     def get_config(self):
         return {name: _registered_name(self, name) for name in _FUNCTIONS}
@@ -196,13 +126,9 @@ class Count(_BuiltinReducer):
 
     Example:
 
-    >>> import tensorflow as tf
-    >>> int(Count().reduce(Window(tf.range(10))))
-    10
+    >>> get("count")
+    Count()
     """
-
-    def reduce(self, window):
-        return window.size
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
@@ -216,15 +142,9 @@ class DenseBatch(_BuiltinReducer):
 
     Example:
 
-    >>> import tensorflow as tf
-    >>> DenseBatch().reduce(Window(tf.range(5))).numpy().tolist()
-    [0, 1, 2, 3, 4]
+    >>> get("batch")
+    DenseBatch()
     """
-
-    def reduce(self, window):
-        if isinstance(window.values, tf.RaggedTensor):
-            return window.values.to_tensor()
-        return window.values
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
@@ -244,10 +164,8 @@ class PaddedBatch(_BuiltinReducer):
 
     Example:
 
-    >>> import tensorflow as tf
-    >>> window = Window(tf.ragged.constant([[1], [2]]))
-    >>> PaddedBatch(length=2).reduce(window).numpy().tolist()
-    [[1, 0], [2, 0]]
+    >>> PaddedBatch(length=2).padding
+    Padding(value=0, length=2)
     """
 
     def __init__(self, value=0, length=-1):
@@ -267,25 +185,6 @@ class PaddedBatch(_BuiltinReducer):
 
     def get_config(self):
         return self.padding.get_config()
-
-    def reduce(self, window):
-        values = window.values
-        fixed = self.padding.fixed_length
-        if isinstance(values, tf.SparseTensor):
-            if self.value != 0:
-                raise ValueError(
-                    "sparse elements are padded with their implicit zeros; "
-                    f"PaddedBatch needs value=0, got {self.value!r}."
-                )
-            if fixed is None:
-                return values
-            shape = values.dense_shape
-            shape = tf.concat([shape[:1], [fixed], shape[2:]], axis=0)
-            return tf.SparseTensor(values.indices, values.values, shape)
-        if isinstance(values, tf.RaggedTensor):
-            shape = None if fixed is None else [None, fixed, *values.shape[2:]]
-            return values.to_tensor(tf.cast(self.value, values.dtype), shape=shape)
-        return values
 
 
 BUILT_INS = {
@@ -348,11 +247,3 @@ def _registered_name(reducer, argument):
             "with @keras.saving.register_keras_serializable()."
         )
     return name
-
-
-def _describe(state):
-    """The structure of a state with dtype names as leaves, for messages."""
-    return tf.nest.map_structure(
-        lambda leaf: getattr(getattr(leaf, "dtype", None), "name", type(leaf).__name__),
-        state,
-    )

@@ -4,6 +4,7 @@ its `kerasbatch.Reducer`."""
 
 from kerasbatch.data import reducers, sparse_components
 from kerasbatch.engines.tf_data import batch, outputs
+from kerasbatch.engines.tf_data import reducers as graph_reducers
 from kerasbatch.optional import tensorflow as tf
 
 
@@ -25,7 +26,7 @@ class WindowBatchFunction(batch.BatchFunction):
             reducer = self.reducers[component.name]
             window = _window(component, tensor, indices, limit)
             try:
-                reduced = reducer.reduce(window)
+                reduced = graph_reducers.reduce(reducer, window)
             except (TypeError, ValueError) as error:
                 named = type(error)(
                     f"The reducer {reducer!r} of component {component.name!r} "
@@ -59,13 +60,13 @@ def _pad_to(batch, length, value):
 
 
 def _window(component, tensor, indices, limit):
-    """The `reducers.Window` of `component` for the elements `indices`."""
+    """The `Window` of `component` for the elements `indices`."""
     if isinstance(component, sparse_components.SparseComponent):
         return _sparse_window(component, *tensor, indices, limit)
     values = tf.gather(tensor, indices)
     if component.is_sequence and limit is not None:
         values = values[:, :limit]
-    return reducers.Window(values)
+    return graph_reducers.Window(values)
 
 
 def _sparse_window(component, entries, values, shapes, indices, limit):
@@ -85,4 +86,4 @@ def _sparse_window(component, entries, values, shapes, indices, limit):
         tf.concat([tf.shape(indices, tf.int64), tf.reduce_max(shapes, 0)], 0),
     )
     batch.set_shape([None, None, *component.trailing_shape])
-    return reducers.Window(batch, shapes)
+    return graph_reducers.Window(batch, shapes)
