@@ -10,7 +10,7 @@ from kerasbatch.builders.base import Builder
 from kerasbatch.data import reducers as reducers_lib
 from kerasbatch.data import sources, sparse_components
 from kerasbatch.data.padding import Padding
-from kerasbatch.optional import tensorflow as tf
+from kerasbatch.engines.tf_data import in_memory
 from kerasbatch.planning import orders
 from kerasbatch.planning.prepared import Prepared
 
@@ -215,21 +215,7 @@ class WindowBuilder(Builder):
         Returns:
             The dataset `build` returns for the same inputs.
         """
-        if not isinstance(dataset, tf.data.Dataset):
-            raise TypeError(
-                f"Expected a tf.data.Dataset, got {type(dataset).__name__}."
-            )
-        if dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
-            raise ValueError("The dataset is infinite; windowing reads it into memory.")
-        specs = tf.nest.flatten(dataset.element_spec)
-        columns = [[] for _ in specs]
-        for element in dataset:
-            for column, value in zip(columns, tf.nest.flatten(element), strict=True):
-                column.append(value)
-        inputs = tf.nest.pack_sequence_as(
-            dataset.element_spec,
-            [_column_input(c, s) for c, s in zip(columns, specs, strict=True)],
-        )
+        inputs = in_memory.read_inputs(dataset)
         if not isinstance(inputs, tuple | list):
             return self.build(inputs)
         if not 1 <= len(inputs) <= 3:
@@ -428,9 +414,7 @@ def _window_data(x, y, sample_weight):
         if _is_sparse_list(value, name):
             swapped[name] = _sparse_component(value, role, key)
             lengths = swapped[name].lengths
-            return tf.RaggedTensor.from_row_lengths(
-                tf.zeros((int(lengths.sum()), 0), tf.int8), lengths
-            )
+            return [np.zeros((length, 0), np.int8) for length in lengths]
         strings = _as_strings(value)
         if strings is None:
             return value
@@ -527,23 +511,6 @@ def _element_shapes(component, limits):
         shapes = component.lengths[:, None].copy()
     shapes[:, 0] = np.minimum(shapes[:, 0], limits)
     return shapes
-
-
-def _column_input(values, spec):
-    """One flattened component of a dataset's elements, as a `build` input."""
-    if isinstance(spec, tf.SparseTensorSpec):
-        return values
-    if not isinstance(spec, tf.TensorSpec):
-        raise TypeError(
-            f"Unsupported element type {type(spec).__name__}; elements must be "
-            "tensors or tf.SparseTensors."
-        )
-    arrays = [np.asarray(value.numpy()) for value in values]
-    shape = spec.shape
-    varies = shape.rank is None or (shape.rank >= 1 and shape[0] is None)
-    if varies and arrays and all(a.ndim >= 1 for a in arrays):
-        return arrays
-    return np.stack(arrays) if arrays else np.zeros((0,))
 
 
 def _window_arguments(*values):
