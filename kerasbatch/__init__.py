@@ -46,7 +46,6 @@ _KERAS_MODULES = (
     "tuner",
 )
 #: Imported on first use only: it needs TensorFlow.
-_TENSORFLOW_MODULES = ("io",)
 #: The names the console script and `python -m` may run as.
 _COMMAND_NAMES = ("kerasbatch", "kerasbatch.exe", "kerasbatch-script.py")
 
@@ -111,15 +110,10 @@ if not _DEFERRED:
 
 def __getattr__(name):
     """The names imported on first use: everything for the command, and
-    `kerasbatch.io`, which needs TensorFlow (an ImportError that says so
-    where it is missing)."""
+    `kerasbatch.io`, which needs TensorFlow (its import raises an
+    ImportError that says so where it is missing)."""
     import importlib
 
-    if name in _TENSORFLOW_MODULES:
-        from kerasbatch import optional
-
-        optional.tensorflow.load()
-        return importlib.import_module(f"kerasbatch.{name}")
     if name in _KERAS_MODULES:
         return importlib.import_module(f"kerasbatch.{name}")
     if name in _KERAS_NAMES:

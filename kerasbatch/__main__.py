@@ -202,12 +202,14 @@ def _is_tfrecord_dataset(path):
 
 
 def _import_tensorflow_quietly():
-    """Imports Keras and TensorFlow (for a TFRecord dataset) without their
-    native log lines; where they are missing, `analyze` says so."""
+    """Imports Keras and `kerasbatch.io` (TensorFlow, for a TFRecord
+    dataset) without their native log lines; where they are missing,
+    `analyze` says so."""
     with quiet_native_logs():
         try:
             import keras  # noqa: F401  (before TensorFlow, for torch)
-            import tensorflow  # noqa: F401
+
+            import kerasbatch.io  # noqa: F401
         except ImportError:
             pass
 

@@ -14,7 +14,7 @@ from kerasbatch.engines import served as served_lib
 from kerasbatch.engines import tf_data as tf_data_engine
 from kerasbatch.engines.numpy import planned as numpy_planned
 from kerasbatch.engines.tf_data import batch as tf_data
-from kerasbatch.optional import tensorflow as tf
+from kerasbatch.engines.tf_data import replay as tf_data_replay
 
 
 class WarmUp(keras.callbacks.Callback):
@@ -186,7 +186,7 @@ class WarmUp(keras.callbacks.Callback):
                     dataset = built
                     break
         root = served_lib.built_dataset(dataset)
-        if not isinstance(root, tf.data.Dataset):
+        if not tf_data_engine.is_dataset(root):
             raise ValueError(
                 "WarmUp warms up a tf.data.Dataset that a builder built (or "
                 "made with distribute_with_service); a distributed dataset "
@@ -295,7 +295,8 @@ def _epoch_batches(served, epoch, element_spec):
 
 def _dense_leaves(batch):
     """`batch` with sparse tensors as their dense parts (for shapes)."""
-    if optional.imported("tensorflow") is None:
+    tf = optional.imported("tensorflow")  # a sparse tensor needs it imported
+    if tf is None:
         return batch
     return tf.nest.flatten(batch, expand_composites=True)
 
@@ -339,7 +340,7 @@ class _variables_kept:
             return self
         self.model._symbolic_build(data_batch=self.element_spec)
         self.variables = _model_variables(self.model)
-        self.values = [tf.identity(v.value) for v in self.variables]
+        self.values = [keras.ops.copy(v.value) for v in self.variables]
         return self
 
     def __exit__(self, *exc):
@@ -374,16 +375,9 @@ def _run_tensorflow(model, step, batches, element_spec):
     function = getattr(model, f"{step}_function")
     # The batches, with the exact element_spec of the dataset fit iterates:
     # the tf.function sees the iterator fit gives it, and is not retraced.
-    dataset = tf.data.Dataset.from_generator(
-        lambda: iter(batches), output_signature=element_spec
-    )
+    dataset = tf_data_replay.dataset_of(batches, element_spec)
     distributed = model.distribute_strategy.experimental_distribute_dataset(dataset)
-    iterator = iter(distributed)
-    while True:
-        try:
-            function(iterator)
-        except (StopIteration, tf.errors.OutOfRangeError):
-            break
+    tf_data_replay.run_until_exhausted(function, iter(distributed))
 
 
 def _run_jax(model, step, batches):

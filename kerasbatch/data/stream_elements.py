@@ -3,8 +3,8 @@ stacks and names.
 
 An element is `x`, `(x, y)` or `(x, y, sample_weight)`, each one array or a
 dict of arrays. Its components are read from a `tf.data` dataset's
-`element_spec` (`StreamElements.of_spec`: a first dimension of None marks a
-sequence) or from the first element of a Grain dataset or a Python iterable
+`element_spec` (`kerasbatch.engines.tf_data.stream_rows.elements_of_spec`:
+a first dimension of None marks a sequence) or from the first element of a Grain dataset or a Python iterable
 (`StreamElements.of_element`: an array with a first axis is a sequence,
 unless named per-example). Both engines then flatten, check and pack the
 elements by the same description, in `tf.nest` order (dict keys sorted).
@@ -90,47 +90,6 @@ class StreamElements:
                 "fixed-length data."
             )
 
-    # ------------------------------------------------------------ from a spec
-    @classmethod
-    def of_spec(cls, element_spec):
-        """The components of a `tf.data` dataset's `element_spec`: tensors
-        whose first dimension is None are sequences."""
-        from kerasbatch.optional import tensorflow as tf
-
-        def component(role, key, spec):
-            where = role if key is None else f"{role}[{key!r}]"
-            if isinstance(spec, tf.RaggedTensorSpec) and spec.ragged_rank == 0:
-                spec = tf.TensorSpec(spec.shape, spec.dtype)  # dense at run time
-            if isinstance(spec, tf.RaggedTensorSpec | tf.SparseTensorSpec):
-                kind = "ragged" if isinstance(spec, tf.RaggedTensorSpec) else "sparse"
-                raise TypeError(
-                    f"{where} is a {kind} tensor ({spec}); StreamBucketBuilder "
-                    "takes dense tensors per element, with a variable first "
-                    "dimension. Convert it in a map (e.g. .to_tensor()) or "
-                    "split its rows into elements."
-                )
-            if not isinstance(spec, tf.TensorSpec):
-                raise TypeError(
-                    f"{where} is {spec!r}; dataset elements must be x, (x, y) "
-                    "or (x, y, sample_weight), each a tensor or a dict of "
-                    "tensors."
-                )
-            if spec.shape.rank is None:
-                raise ValueError(
-                    f"{where} has unknown rank ({spec}); set its shape, e.g. "
-                    "with tf.ensure_shape in a map."
-                )
-            sources.check_dtype(spec.dtype, where)
-            return Component(
-                sources.component_name(role, key),
-                role,
-                key,
-                sources.as_numpy_dtype(spec.dtype),
-                tuple(spec.shape.as_list()),
-            )
-
-        return cls._of_roles(element_spec, component, "dataset")
-
     # --------------------------------------------------------- from an element
     @classmethod
     def of_element(cls, element, per_example=()):
@@ -149,7 +108,7 @@ class StreamElements:
             per_example.discard(name)
             return Component(name, role, key, array.dtype, tuple(shape))
 
-        elements = cls._of_roles(element, component, "source")
+        elements = cls.of_roles(element, component, "source")
         if per_example:
             raise ValueError(
                 f"per_example names {sorted(per_example)}, which are not "
@@ -158,7 +117,10 @@ class StreamElements:
         return elements
 
     @classmethod
-    def _of_roles(cls, element, component, what):
+    def of_roles(cls, element, component, what):
+        """The components of `element` (an element, or a dataset's
+        `element_spec`): `component(role, key, leaf)` makes each; `what`
+        names the element's source in messages."""
         if isinstance(element, tuple):
             if not 1 <= len(element) <= 3:
                 raise TypeError(

@@ -18,7 +18,7 @@ import numbers
 #: batches, whose next iteration yields `epoch`) and `stream(built,
 #: epoch=0)` (a dataset of a stream's batches: a `StreamBuilt` value holds
 #: its source), and says whether its datasets are `tf.data` datasets
-#: (`IN_GRAPH`).
+#: (`IN_GRAPH`) and whether it runs here (`available()`).
 _MODULES = {
     "tf.data": "kerasbatch.engines.tf_data",
     "grain": "kerasbatch.engines.grain",
@@ -59,6 +59,15 @@ def stream(engine, built, *, epoch=0):
     `kerasbatch.planning.built.StreamBuilt`), made by `engine`; its next
     iteration yields `epoch`."""
     return engine_module(engine).stream(built, epoch=epoch)
+
+
+def available(engine):
+    """Whether `engine` runs here: its package (TensorFlow, Grain) imports."""
+    try:
+        module = engine_module(engine)
+    except ImportError:
+        return False
+    return module.available()
 
 
 def in_graph(engine):

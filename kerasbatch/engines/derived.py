@@ -44,6 +44,7 @@ import re
 import numpy as np
 
 from kerasbatch import optional
+from kerasbatch.engines.tf_data import replay as replay_lib
 
 #: tf.data dataset classes that make one batch of each batch, in order
 #: (TensorFlow 2.16 to 2.21), and the method that makes each.
@@ -131,7 +132,7 @@ def replay(chain, batches, element_spec):
         return list(batches), element_spec
     if element_spec is None:
         return _replay_grain(chain, list(batches)), None
-    return _replay_tf_data(chain, list(batches), element_spec)
+    return replay_lib.replay_maps(chain, list(batches), element_spec)
 
 
 def _parents(node):
@@ -214,29 +215,6 @@ def _refusal(node, below):
         "from it by those (change the data before build, or the batches in "
         "a map)."
     )
-
-
-def _replay_tf_data(chain, batches, element_spec):
-    tf = optional.tensorflow
-    dataset = tf.data.Dataset.from_generator(
-        lambda: iter(batches), output_signature=element_spec
-    )
-    for node in reversed(chain):
-        if type(node).__name__ in ("_MapDataset", "_ParallelMapDataset"):
-            function = getattr(getattr(node, "_map_func", None), "_func", None)
-            if function is None:
-                raise ValueError(
-                    "Cannot read the function of a tf.data map in this "
-                    "TensorFlow version: pass the dataset build() returned."
-                )
-            dataset = dataset.map(function)
-    expected = chain[0].element_spec
-    if dataset.element_spec != expected:
-        raise ValueError(
-            f"The maps of the dataset, run again on its batches, give "
-            f"{dataset.element_spec}, not its element_spec {expected}."
-        )
-    return list(dataset), expected
 
 
 def _replay_grain(chain, batches):

@@ -29,6 +29,11 @@ grain = optional.grain.load()
 IN_GRAPH = False
 
 
+def available():
+    """Whether the engine runs here (its module imported: yes)."""
+    return True
+
+
 def planned(built, epoch=0):
     """A Grain `IterDataset` of the batches of `built` (a
     `kerasbatch.planning.built.Built`); its next iteration yields `epoch`."""

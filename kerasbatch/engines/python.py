@@ -54,6 +54,11 @@ class _NotAnArray:
 IN_GRAPH = False
 
 
+def available():
+    """Whether the engine runs here (its module imported: yes)."""
+    return True
+
+
 def planned(built, epoch=0, **options):
     """A `keras.utils.PyDataset` of the batches of `built` (a
     `kerasbatch.planning.built.Built`); its next iteration yields `epoch`.

@@ -18,6 +18,7 @@ the loader configuration's `target_batch_size` and `padding` or by a
 `kerasbatch.StreamBucketBuilder`.
 """
 
+from kerasbatch.io import needs_tensorflow  # noqa: F401  (first: a clear error)
 from kerasbatch.io.dataset_check import DatasetCheck, check_dataset
 from kerasbatch.io.dataset_parsing import parse_batches
 from kerasbatch.io.error_messages import error_message

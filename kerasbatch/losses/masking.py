@@ -27,6 +27,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from kerasbatch import optional
+
 FLOAT32_EPSILON = float(np.finfo(np.float32).eps)
 """Machine epsilon of float32 (`2**-23`), the default `epsilon` of the SNR."""
 
@@ -246,8 +248,7 @@ def scale_for_distribution(loss):
     no-op outside a multi-replica TensorFlow strategy.
     """
     if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
+        tf = optional.imported("tensorflow")  # imported by Keras' backend
         num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
         if num_replicas > 1:
             loss = loss * ops.cast(1.0 / num_replicas, loss.dtype)

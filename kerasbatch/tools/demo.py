@@ -5,7 +5,7 @@ import time
 import keras
 import numpy as np
 
-from kerasbatch import optional
+from kerasbatch import engines
 from kerasbatch.builders import BucketBuilder, PaddedBuilder
 from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency
 
@@ -71,7 +71,7 @@ def run_demo(num_sequences=3000, epochs=3, batch_size=64, verbose=1, engine=None
     """
     x, y = make_demo_data(num_sequences)
     if engine is None:
-        engine = "tf.data" if optional.tensorflow.available else "python"
+        engine = "tf.data" if engines.available("tf.data") else "python"
     builders = {
         "padded": PaddedBuilder(batch_size),
         "bucketed": BucketBuilder(num_buckets=16, batch_size=batch_size),

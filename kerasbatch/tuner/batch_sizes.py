@@ -8,9 +8,8 @@ import time
 import keras
 import numpy as np
 
-from kerasbatch import checks
+from kerasbatch import checks, optional
 from kerasbatch.builders.bucket_builder import BucketBuilder
-from kerasbatch.optional import tensorflow as tf
 
 _STATUS = "/proc/self/status"
 _CLEAR_REFS = "/proc/self/clear_refs"
@@ -430,7 +429,7 @@ class _Probe:
         def step():
             batch = self.builder.element_batch(self.index, batch_size)
             if keras.backend.backend() != "tensorflow":  # e.g. JAX: numpy in
-                batch = tf.nest.map_structure(np.asarray, batch)
+                batch = keras.tree.map_structure(np.asarray, batch)
             if isinstance(batch, tuple):
                 self.model.train_on_batch(*batch)
             else:
@@ -487,14 +486,32 @@ def _positive_int(value, name):
 
 
 def _is_out_of_memory(error):
-    if isinstance(error, tf.errors.ResourceExhaustedError):
-        return True
+    if any(kind.__name__ == "ResourceExhaustedError" for kind in type(error).__mro__):
+        return True  # TensorFlow's
     message = str(error).lower()
     return any(text in message for text in _OUT_OF_MEMORY_MESSAGES)
 
 
 def _gpu_visible():
-    return bool(tf.config.list_physical_devices("GPU"))
+    """Whether the Keras backend sees a GPU (asking the backend's own
+    package, which Keras imported)."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        return bool(_backend_tensorflow().config.list_physical_devices("GPU"))
+    if backend == "jax":
+        import jax
+
+        return any(device.platform == "gpu" for device in jax.devices())
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.is_available()
+    return False
+
+
+def _backend_tensorflow():
+    """TensorFlow, as the TensorFlow backend of Keras imported it."""
+    return optional.imported("tensorflow")
 
 
 def _process_memory(field):
@@ -512,7 +529,7 @@ def _reset_resident_peak():
 
 
 def _allocator_peak():
-    return tf.config.experimental.get_memory_info("CPU:0")["peak"]
+    return _backend_tensorflow().config.experimental.get_memory_info("CPU:0")["peak"]
 
 
 def _reset_allocator_peak():
@@ -525,7 +542,7 @@ def _reset_allocator_peak():
     if keras.backend.backend() != "tensorflow":
         return False
     try:
-        tf.config.experimental.reset_memory_stats("CPU:0")
+        _backend_tensorflow().config.experimental.reset_memory_stats("CPU:0")
     except ValueError:
         return False
     return True

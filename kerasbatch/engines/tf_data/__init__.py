@@ -10,11 +10,28 @@
 - `distribute`: each replica's part of every batch (`tf.distribute`);
 - `service`: epochs made by the workers of a tf.data service;
 - `stream_pipeline`: a stream's dataset, its rows (`stream_rows`), buckets planned
-  block by block (`stream_blocks`) and counters (`stream_counters`).
+  block by block (`stream_blocks`) and counters (`stream_counters`);
+- `tensors`, `outputs`, `reducers`: the data's tensors, the batch element
+  and window reductions as TensorFlow ops; `in_memory`: a finite dataset
+  read into memory; `replay`: batches made again in a pipeline.
 """
+
+from kerasbatch import optional
 
 #: Its datasets are `tf.data` datasets.
 IN_GRAPH = True
+
+
+def available():
+    """Whether the engine runs here: TensorFlow imports."""
+    return optional.tensorflow.available
+
+
+def is_dataset(value):
+    """Whether `value` is a `tf.data.Dataset` (importing nothing: a dataset
+    needs TensorFlow imported)."""
+    tf = optional.imported("tensorflow")
+    return tf is not None and isinstance(value, tf.data.Dataset)
 
 
 def planned(built, epoch=0):

@@ -7,7 +7,7 @@ checked, and each batch padded and measured, in TF ops on whole blocks
 from kerasbatch import optional
 from kerasbatch.data import padding as padding_lib
 from kerasbatch.data import sources
-from kerasbatch.data.stream_elements import StreamElements
+from kerasbatch.data.stream_elements import Component, StreamElements
 from kerasbatch.engines.tf_data import buckets as graph_buckets
 from kerasbatch.engines.tf_data import outputs
 from kerasbatch.engines.tf_data import stream_blocks as graph_blocks
@@ -323,8 +323,47 @@ def stream_elements(dataset, shardable, batched):
             f"dataset's {dataset.element_spec}."
         )
     spec = dataset.element_spec
-    elements = StreamElements.of_spec(example_spec(spec) if batched else spec)
+    elements = elements_of_spec(example_spec(spec) if batched else spec)
     cardinality = int(dataset.cardinality())
     if batched and cardinality >= 0:  # blocks, of elements not yet known
         cardinality = UNKNOWN_CARDINALITY
     return elements, cardinality
+
+
+def elements_of_spec(element_spec):
+    """The components of a `tf.data` dataset's `element_spec`: tensors
+    whose first dimension is None are sequences."""
+
+    def component(role, key, spec):
+        where = role if key is None else f"{role}[{key!r}]"
+        if isinstance(spec, tf.RaggedTensorSpec) and spec.ragged_rank == 0:
+            spec = tf.TensorSpec(spec.shape, spec.dtype)  # dense at run time
+        if isinstance(spec, tf.RaggedTensorSpec | tf.SparseTensorSpec):
+            kind = "ragged" if isinstance(spec, tf.RaggedTensorSpec) else "sparse"
+            raise TypeError(
+                f"{where} is a {kind} tensor ({spec}); StreamBucketBuilder "
+                "takes dense tensors per element, with a variable first "
+                "dimension. Convert it in a map (e.g. .to_tensor()) or "
+                "split its rows into elements."
+            )
+        if not isinstance(spec, tf.TensorSpec):
+            raise TypeError(
+                f"{where} is {spec!r}; dataset elements must be x, (x, y) "
+                "or (x, y, sample_weight), each a tensor or a dict of "
+                "tensors."
+            )
+        if spec.shape.rank is None:
+            raise ValueError(
+                f"{where} has unknown rank ({spec}); set its shape, e.g. "
+                "with tf.ensure_shape in a map."
+            )
+        sources.check_dtype(spec.dtype, where)
+        return Component(
+            sources.component_name(role, key),
+            role,
+            key,
+            sources.as_numpy_dtype(spec.dtype),
+            tuple(spec.shape.as_list()),
+        )
+
+    return StreamElements.of_roles(element_spec, component, "dataset")
