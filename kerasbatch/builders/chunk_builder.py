@@ -102,6 +102,8 @@ class ChunkBuilder(PaddedBuilder):
 
     batches = "chunks"
 
+    settings_not_taken = ("max_length", "overflow")  # chunks cut every sequence
+
     def __init__(
         self,
         chunk_size,
@@ -110,18 +112,7 @@ class ChunkBuilder(PaddedBuilder):
         min_chunk_size=1,
         keys=None,
         batch_size=32,
-        *,
-        shuffle=True,
-        seed=0,
-        drop_remainder=False,
-        remainder=None,
-        padding=None,
-        output_lengths=False,
-        output_mask=False,
-        batch_multiple=1,
-        pad_to_multiple=1,
-        prefetch="auto",
-        model_inputs=None,
+        **settings,
     ):
         self.chunk_size = checks.optional_positive_int(chunk_size, "chunk_size")
         if chunk_step is not None and chunk_size is None:
@@ -155,20 +146,7 @@ class ChunkBuilder(PaddedBuilder):
                 f"{min_chunk_size!r}."
             )
         self.keys = _keys(keys)
-        super().__init__(
-            batch_size,
-            shuffle=shuffle,
-            seed=seed,
-            drop_remainder=drop_remainder,
-            remainder=remainder,
-            padding=padding,
-            output_lengths=output_lengths,
-            output_mask=output_mask,
-            batch_multiple=batch_multiple,
-            pad_to_multiple=pad_to_multiple,
-            prefetch=prefetch,
-            model_inputs=model_inputs,
-        )
+        super().__init__(batch_size, **self.take_settings(settings))
         if self._makes_targets:
             raise ValueError(
                 "ChunkBuilder cannot shift targets (ModelInputs(shift_targets="

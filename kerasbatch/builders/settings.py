@@ -47,6 +47,10 @@ class Settings(Configurable):
     remainders = remainders_lib.REMAINDERS
     remainders_reason = ""
 
+    #: The shared settings this builder does not take: given one, it raises
+    #: a TypeError as Python does for an unknown keyword (`take_settings`).
+    settings_not_taken = ()
+
     def __init__(
         self,
         *,
@@ -64,11 +68,7 @@ class Settings(Configurable):
         **unknown,
     ):
         if unknown:
-            raise TypeError(
-                f"{type(self).__name__} got an unexpected keyword argument "
-                f"{sorted(unknown)[0]!r}: see help({type(self).__name__}) for "
-                "its arguments."
-            )
+            self._unexpected(sorted(unknown)[0])
         self.shuffle = checks.checked_bool(shuffle, "shuffle")
         if seed is None:
             seed = int(np.random.SeedSequence().entropy % (2**31))
@@ -107,6 +107,20 @@ class Settings(Configurable):
             )
         self.prefetch = prefetch
         self.model_inputs = _model_inputs(model_inputs)
+
+    def take_settings(self, settings):
+        """`settings` (the shared settings given to a builder's constructor),
+        or a TypeError naming one of `settings_not_taken`."""
+        refused = sorted(set(settings) & set(self.settings_not_taken))
+        if refused:
+            self._unexpected(refused[0])
+        return settings
+
+    def _unexpected(self, name):
+        raise TypeError(
+            f"{type(self).__name__} got an unexpected keyword argument "
+            f"{name!r}: see help({type(self).__name__}) for its arguments."
+        )
 
     def _shared_config(self):
         return {

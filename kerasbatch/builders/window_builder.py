@@ -97,6 +97,7 @@ class WindowBuilder(Builder):
     )
 
     batches = "windows"
+    settings_not_taken = ("padding", "output_lengths", "output_mask", "model_inputs")
 
     def __init__(
         self,
@@ -105,29 +106,15 @@ class WindowBuilder(Builder):
         stride=1,
         drop_remainder=True,
         reducers=None,
-        *,
-        remainder=None,
-        shuffle=True,
-        seed=0,
-        max_length=None,
-        overflow="error",
-        batch_multiple=1,
-        pad_to_multiple=1,
-        prefetch="auto",
+        **settings,
     ):
         self.size, self.shift, self.stride = _window_arguments(size, shift, stride)
+        settings = self.take_settings(settings)
         super().__init__(
             self.size,
-            shuffle=shuffle,
-            seed=seed,
             # A remainder given decides (drop_remainder defaults to True).
-            drop_remainder=drop_remainder and remainder is None,
-            remainder=remainder,
-            max_length=max_length,
-            overflow=overflow,
-            batch_multiple=batch_multiple,
-            pad_to_multiple=pad_to_multiple,
-            prefetch=prefetch,
+            drop_remainder=drop_remainder and settings.get("remainder") is None,
+            **settings,
         )
         self.reducers = _parse_reducers(reducers)
 

@@ -12,64 +12,10 @@ import numpy as np
 from kerasbatch.data import sources
 
 
-def finish_numpy_batch(
-    x,
-    y,
-    sample_weight,
-    lengths,
-    *,
-    output_lengths,
-    output_mask,
-    real_rows=None,
-    model_inputs=None,
-):
-    """The batch element, `x`, `(x, y)` or `(x, y, sample_weight)`, of
-    numpy arrays, for the numpy engines (`grain`, `python`); the `tf.data`
-    engine's (`kerasbatch.engines.tf_data.outputs.finish_batch`) is the
-    same, value for value.
-
-    Args:
-        x, y, sample_weight: the padded batch by role (y and sample_weight
-            may be None).
-        lengths: `{component name: int64 lengths (batch,)}` of the sequence
-            components.
-        output_lengths: add `"<name>_length"` (int32) to x for each of its
-            sequence components; a single x becomes `{"x": x, ...}`.
-        output_mask: the sample weights become the padding masks of the
-            per-frame targets (1.0 real, 0.0 padding), times any weights
-            given; per-example targets keep their weights (or ones).
-        real_rows: the rows before the filler rows (None: no filler rows).
-        model_inputs: a `kerasbatch.ModelInputs` applied to the batch, or
-            None.
-
-    Example:
-
-    >>> import numpy as np
-    >>> from kerasbatch.data.outputs import finish_numpy_batch
-    >>> x, y = np.ones([2, 3]), np.ones([2, 3])
-    >>> lengths = {"x": np.array([3, 1]), "y": np.array([3, 1])}
-    >>> x, y, weights = finish_numpy_batch(x, y, None, lengths,
-    ...                                    output_lengths=True, output_mask=True)
-    >>> sorted(x), x["x_length"].tolist(), weights.tolist()
-    (['x', 'x_length'], [3, 1], [[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
-    """
-    return finish(
-        NumpyOps,
-        x,
-        y,
-        sample_weight,
-        lengths,
-        output_lengths,
-        output_mask,
-        real_rows,
-        model_inputs,
-    )
-
-
 def fill_numpy_rows(array, rows):
     """`array` with filler rows appended up to `rows` rows: copies of its
-    first row (zeros if it has none), which `finish_numpy_batch(real_rows=
-    ...)` weighs 0. Given a batch's element indices, the filler rows gather
+    first row (zeros if it has none), which `finish(real_rows=...)` weighs
+    0. Given a batch's element indices, the filler rows gather
     copies of its first element.
 
     A filler row of all padding would be a row that no model can normalise
@@ -92,13 +38,44 @@ def finish(
     y,
     sample_weight,
     lengths,
+    *,
     output_lengths,
     output_mask,
-    real_rows,
-    model_inputs,
+    real_rows=None,
+    model_inputs=None,
 ):
-    """The rules of the batch element, once: `ops` computes the values
-    (`NumpyOps` here, the `tf.data` engine's `GraphOps` in a graph)."""
+    """The batch element: `x`, `(x, y)` or `(x, y, sample_weight)`.
+
+    The rules are these, once; `ops` computes the values: `NumpyOps` (the
+    numpy engines, `grain` and `python`) or the `tf.data` engine's
+    `GraphOps` (TensorFlow ops), value for value the same.
+
+    Args:
+        ops: `NumpyOps`, or `kerasbatch.engines.tf_data.outputs.GraphOps`.
+        x, y, sample_weight: the padded batch by role (y and sample_weight
+            may be None).
+        lengths: `{component name: int64 lengths (batch,)}` of the sequence
+            components.
+        output_lengths: add `"<name>_length"` (int32) to x for each of its
+            sequence components; a single x becomes `{"x": x, ...}`.
+        output_mask: the sample weights become the padding masks of the
+            per-frame targets (1.0 real, 0.0 padding), times any weights
+            given; per-example targets keep their weights (or ones).
+        real_rows: the rows before the filler rows (None: no filler rows).
+        model_inputs: a `kerasbatch.ModelInputs` applied to the batch, or
+            None.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from kerasbatch.data.outputs import NumpyOps, finish
+    >>> x, y = np.ones([2, 3]), np.ones([2, 3])
+    >>> lengths = {"x": np.array([3, 1]), "y": np.array([3, 1])}
+    >>> x, y, weights = finish(NumpyOps, x, y, None, lengths,
+    ...                        output_lengths=True, output_mask=True)
+    >>> sorted(x), x["x_length"].tolist(), weights.tolist()
+    (['x', 'x_length'], [3, 1], [[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    """
     if output_lengths:
         x = _with_lengths(x, lengths, ops.int32)
     if model_inputs is not None:

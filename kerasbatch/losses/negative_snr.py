@@ -65,12 +65,11 @@ class NegativeSNR(MaskedSequenceLoss):
 
     >>> import numpy as np
     >>> from kerasbatch.losses import NegativeSNR
-    >>> y_true = np.array([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0]])
-    >>> y_pred = np.array([[1.0, 1.0, 9.0], [2.0, 9.0, 9.0]])
-    >>> mask = np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
-    >>> loss = NegativeSNR()
+    >>> clean = np.array([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0]])
+    >>> estimate = np.array([[1.0, 1.0, 9.0], [2.0, 9.0, 9.0]])
+    >>> valid = np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     >>> # SNRs are 10 * log10(5 / 1) and 10 * log10(9 / 1).
-    >>> round(float(loss(y_true, y_pred, sample_weight=mask)), 4)
+    >>> round(float(NegativeSNR()(clean, estimate, sample_weight=valid)), 4)
     -8.2661
     """
 

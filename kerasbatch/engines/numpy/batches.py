@@ -54,7 +54,8 @@ class BatchFunction:
             )
             lengths[component.name] = kept
             column += 1
-        return outputs.finish_numpy_batch(
+        return outputs.finish(
+            outputs.NumpyOps,
             *[self.role(role, arrays) for role in sources.ROLES],
             lengths,
             output_lengths=self.output_lengths,

@@ -274,7 +274,8 @@ class StreamBatches:
         if built.finishes:
             roles = list(element) if isinstance(element, tuple) else [element]
             roles += [None] * (len(sources.ROLES) - len(roles))
-            element = outputs.finish_numpy_batch(
+            element = outputs.finish(
+                outputs.NumpyOps,
                 *roles,
                 {
                     name: lengths[:, column]

@@ -68,7 +68,8 @@ class WindowBatchFunction(batches.BatchFunction):
             if self.fills:
                 reduced = outputs.fill_numpy_rows(reduced, plan.batch_rows[index])
             arrays[component.name] = reduced
-        return outputs.finish_numpy_batch(
+        return outputs.finish(
+            outputs.NumpyOps,
             *[self.role(role, arrays) for role in sources.ROLES],
             {},
             output_lengths=self.output_lengths,

@@ -6,32 +6,9 @@ from kerasbatch.data import outputs
 from kerasbatch.optional import tensorflow as tf
 
 
-def finish_batch(
-    x,
-    y,
-    sample_weight,
-    lengths,
-    *,
-    output_lengths,
-    output_mask,
-    real_rows=None,
-    model_inputs=None,
-):
-    """The batch element: `x`, `(x, y)` or `(x, y, sample_weight)`.
-
-    Args:
-        x, y, sample_weight: the padded batch by role (y and sample_weight
-            may be None).
-        lengths: `{component name: int64 lengths (batch,)}` of the sequence
-            components.
-        output_lengths: add `"<name>_length"` (int32) to x for each of its
-            sequence components; a single x becomes `{"x": x, ...}`.
-        output_mask: the sample weights become the padding masks of the
-            per-frame targets (1.0 real, 0.0 padding), times any weights
-            given; per-example targets keep their weights (or ones).
-        real_rows: the rows before the filler rows (None: no filler rows).
-        model_inputs: a `kerasbatch.ModelInputs` applied to the batch, or
-            None.
+def finish_batch(x, y, sample_weight, lengths, **settings):
+    """`kerasbatch.data.outputs.finish` (which says what each argument does)
+    with TensorFlow ops.
 
     Example:
 
@@ -45,17 +22,7 @@ def finish_batch(
     >>> sorted(x), x["x_length"].numpy().tolist(), weights.numpy().tolist()
     (['x', 'x_length'], [3, 1], [[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
     """
-    return outputs.finish(
-        GraphOps,
-        x,
-        y,
-        sample_weight,
-        lengths,
-        output_lengths,
-        output_mask,
-        real_rows,
-        model_inputs,
-    )
+    return outputs.finish(GraphOps, x, y, sample_weight, lengths, **settings)
 
 
 def fill_rows(tensor, rows):

@@ -78,18 +78,10 @@ def reduce(reducer, window):
             (a built-in's name, a config).
         window: the `Window` of the component's elements.
 
-    Example:
-
-    The RFC's Example 0, counting elements:
+    Example (`kerasbatch.Reducer` shows a user's reducer):
 
     >>> import tensorflow as tf
     >>> import kerasbatch
-    >>> count = kerasbatch.Reducer(
-    ...     init_fn=lambda _: 0,
-    ...     reduce_fn=lambda state, value: state + 1,
-    ...     finalize_fn=lambda state: state)
-    >>> int(reduce(count, Window(tf.range(10))))
-    10
     >>> window = Window(tf.ragged.constant([[1], [2]]))
     >>> reduce(kerasbatch.data.reducers.PaddedBatch(length=2), window).numpy().tolist()
     [[1, 0], [2, 0]]
