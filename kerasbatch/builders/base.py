@@ -14,11 +14,11 @@ import functools
 
 import numpy as np
 
-from kerasbatch import checks
 from kerasbatch.builders.datasets import builder_of  # noqa: F401  (its old home)
 from kerasbatch.builders.planned_builder import PlannedBuilder
 from kerasbatch.builders.settings import (  # noqa: F401  (their old home)
     OVERFLOW_POLICIES,
+    BatchedSettings,
     Settings,
     data_parallel_devices,
 )
@@ -33,7 +33,7 @@ REMAINDERS = remainders_lib.REMAINDERS
 # --------------------------------------------------------------- overflow
 
 
-class Builder(PlannedBuilder):
+class Builder(PlannedBuilder, BatchedSettings):
     """Base class of the dataset builders.
 
     A builder turns variable-length sequences into padded batches that
@@ -135,18 +135,6 @@ class Builder(PlannedBuilder):
 
     #: Whether `Padding(length="bucket")` makes sense for this builder.
     has_buckets = False
-    #: Whether the builder can size batches without `batch_size`.
-    sizes_batches_itself = False
-
-    def __init__(
-        self, batch_size=32, *, output_lengths=False, output_mask=False, **settings
-    ):
-        self.batch_size = checks.optional_positive_int(batch_size, "batch_size")
-        if batch_size is None and not self.sizes_batches_itself:
-            raise ValueError(f"{type(self).__name__} needs a batch_size.")
-        super().__init__(**settings)
-        self.output_lengths = checks.checked_bool(output_lengths, "output_lengths")
-        self.output_mask = checks.checked_bool(output_mask, "output_mask")
 
     # ----------------------------------------------------------------- config
     def get_config(self):

@@ -26,22 +26,21 @@ class BucketSettings:
     has_buckets = True
     sizes_batches_itself = True
 
-    def _init_buckets(
+    def __init__(
         self,
-        boundaries,
-        num_buckets,
-        batch_size,
-        bucket_batch_sizes,
-        max_tokens,
-        quadratic_length,
-        truncate,
-        pad_to_bucket,
+        boundaries=AUTO,
+        num_buckets=16,
+        batch_size=None,
+        bucket_batch_sizes=None,
+        max_tokens=None,
+        quadratic_length=None,
+        truncate=False,
+        pad_to_bucket=False,
+        **settings,
     ):
-        """Validates and sets the bucket arguments.
-
-        Returns:
-            The batch size: `batch_size`, or 32 when no sizing is given.
-        """
+        """Validates and sets the bucket arguments, then passes the batch
+        size (`batch_size`, or 32 when no sizing is given) and `settings`
+        on to the builder's settings (`BatchedSettings`)."""
         sizings = [batch_size, bucket_batch_sizes, max_tokens]
         if sum(s is not None for s in sizings) > 1:
             raise ValueError(
@@ -92,7 +91,7 @@ class BucketSettings:
         self.resolved_batch_sizes = None
         self.bucket_counts = None
         self.bucket_lengths = None
-        return batch_size
+        super().__init__(batch_size, **settings)
 
     def _fixed_batch_sizes(self):
         """The global batch sizes replicas must share evenly (a budget's are
@@ -245,30 +244,6 @@ class BucketBuilder(BucketSettings, Builder):
     >>> print(builder.statistics())  # PaddedBuilder(16) gets 0.553 here
     33 batches of 500 elements: padding efficiency 0.822 (x=0.822), 15 distinct shapes, 0 dropped, 0 truncated (0 positions)
     """
-
-    def __init__(
-        self,
-        boundaries=AUTO,
-        num_buckets=16,
-        batch_size=None,
-        bucket_batch_sizes=None,
-        max_tokens=None,
-        quadratic_length=None,
-        truncate=False,
-        pad_to_bucket=False,
-        **kwargs,
-    ):
-        batch_size = self._init_buckets(
-            boundaries,
-            num_buckets,
-            batch_size,
-            bucket_batch_sizes,
-            max_tokens,
-            quadratic_length,
-            truncate,
-            pad_to_bucket,
-        )
-        super().__init__(batch_size, **kwargs)
 
     def get_config(self):
         config = super().get_config()

@@ -35,8 +35,8 @@ class PlannedBuilder(BuiltDatasets, Settings):
     #: The kind of batches the engines make (`kerasbatch.planning.built`).
     batches = "padded"
 
-    def __init__(self, **shared):
-        super().__init__(**shared)
+    def __init__(self, *arguments, **settings):
+        super().__init__(*arguments, **settings)
         self._init_datasets()
         self._prepared = None  # what `_attach` resolved, until it is built
         self._order = None  # its EpochOrder

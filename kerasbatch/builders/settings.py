@@ -298,3 +298,32 @@ def data_parallel_devices():
     if mesh is None or name not in mesh.axis_names:
         return 1
     return int(mesh.shape[list(mesh.axis_names).index(name)])
+
+
+class BatchedSettings(Settings):
+    """The settings of builders whose batches are rows of padded elements:
+    `batch_size`, `output_lengths` and `output_mask`, and the shared
+    settings (`Settings`).
+
+    Args:
+        batch_size: elements per batch; None only where the builder sizes
+            its batches itself (`sizes_batches_itself`).
+        output_lengths: add `"<name>_length"` entries to x; see
+            `kerasbatch.builders.Builder`.
+        output_mask: the sample weights become padding masks; see
+            `kerasbatch.builders.Builder`.
+        **settings: the shared settings (`Settings`).
+    """
+
+    #: Whether the builder can size batches without `batch_size`.
+    sizes_batches_itself = False
+
+    def __init__(
+        self, batch_size=32, *, output_lengths=False, output_mask=False, **settings
+    ):
+        self.batch_size = checks.optional_positive_int(batch_size, "batch_size")
+        if batch_size is None and not self.sizes_batches_itself:
+            raise ValueError(f"{type(self).__name__} needs a batch_size.")
+        super().__init__(**settings)
+        self.output_lengths = checks.checked_bool(output_lengths, "output_lengths")
+        self.output_mask = checks.checked_bool(output_mask, "output_mask")

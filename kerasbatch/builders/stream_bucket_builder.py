@@ -7,15 +7,14 @@ import keras
 
 from kerasbatch import checks, engines
 from kerasbatch.builders import stream_inputs
-from kerasbatch.builders.bucket_builder import AUTO
 from kerasbatch.builders.datasets import BuiltDatasets
-from kerasbatch.builders.settings import Settings
+from kerasbatch.builders.settings import BatchedSettings
 from kerasbatch.builders.stream_settings import StreamSettings
 from kerasbatch.engines import served as served_lib
 
 
 @keras.saving.register_keras_serializable(package="kerasbatch")
-class StreamBucketBuilder(BuiltDatasets, StreamSettings, Settings):
+class StreamBucketBuilder(BuiltDatasets, StreamSettings, BatchedSettings):
     """Length buckets on a stream (a `tf.data.Dataset`, a Grain dataset or a
     Python iterable), planned in a bounded buffer.
 
@@ -145,39 +144,11 @@ class StreamBucketBuilder(BuiltDatasets, StreamSettings, Settings):
         "be cut evenly; use 'pad'."
     )
 
-    def __init__(
-        self,
-        boundaries=AUTO,
-        num_buckets=16,
-        batch_size=None,
-        bucket_batch_sizes=None,
-        max_tokens=None,
-        quadratic_length=None,
-        truncate=False,
-        pad_to_bucket=False,
-        buffer_size=10_000,
-        *,
-        output_lengths=False,
-        output_mask=False,
-        **settings,
-    ):
-        batch_size = self._init_buckets(
-            boundaries,
-            num_buckets,
-            batch_size,
-            bucket_batch_sizes,
-            max_tokens,
-            quadratic_length,
-            truncate,
-            pad_to_bucket,
-        )
-        self.batch_size = checks.optional_positive_int(batch_size, "batch_size")
+    def __init__(self, *bucket_arguments, buffer_size=10_000, **settings):
         if buffer_size is None:
             raise ValueError("buffer_size must be a positive int, got None.")
         self.buffer_size = checks.optional_positive_int(buffer_size, "buffer_size")
-        super().__init__(**settings)
-        self.output_lengths = checks.checked_bool(output_lengths, "output_lengths")
-        self.output_mask = checks.checked_bool(output_mask, "output_mask")
+        super().__init__(*bucket_arguments, **settings)
         self._init_datasets()
 
     def get_config(self):
