@@ -103,7 +103,7 @@ class PlannedBuilder(BuiltDatasets, Settings):
             use_multiprocessing=use_multiprocessing,
             max_queue_size=max_queue_size,
         )
-        data = sources.from_inputs(x, y, sample_weight)
+        data = self._inputs(x, y, sample_weight)
         if getattr(self, "output_lengths", False):
             x_parts = data.role_components("x")
             outputs.check_length_names(
@@ -116,6 +116,11 @@ class PlannedBuilder(BuiltDatasets, Settings):
             engine, built, epoch=self._epochs.next_epoch(), **options
         )
         return self._keep(dataset, served_lib.served_by(dataset))
+
+    def _inputs(self, x, y, sample_weight):
+        """`build`'s inputs as `kerasbatch.data.sources.SequenceData`
+        (subclass hook for other kinds of inputs)."""
+        return sources.from_inputs(x, y, sample_weight)
 
     def _resolve(self, data):
         """The built value of `data`: `_attach`, then `_built_value`. The

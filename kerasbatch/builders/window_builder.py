@@ -39,7 +39,8 @@ class WindowBuilder(Builder):
     (`kerasbatch.data.sources.component_name`). Besides the inputs of
     `kerasbatch.builders.Builder.build`, a component may be a list of
     `tf.SparseTensor`s of one rank (a sparse component: its length is the
-    first dimension) or an array of strings (per-example). `statistics()`
+    first dimension; needs `engine="tf.data"`) or an array of strings
+    (per-example). `build` returns one batch per window. `statistics()`
     reports the padding of the components batched by `"padded"` or `"dense"`
     (sparse ones along their first dimension); a count or a user's reducer
     has no padding to report.
@@ -149,47 +150,15 @@ class WindowBuilder(Builder):
         return f"WindowBuilder({arguments})"
 
     # ------------------------------------------------------------------ build
-    def build(
-        self,
-        x,
-        y=None,
-        sample_weight=None,
-        *,
-        engine="tf.data",
-        workers=None,
-        use_multiprocessing=None,
-        max_queue_size=None,
-    ):
-        """Returns a dataset of one batch per window for `model.fit`.
-
-        Args:
-            x: the inputs of `kerasbatch.builders.Builder.build`, lists of
-                `tf.SparseTensor`s, or string arrays; or a dict of those.
-            y: targets, in the same forms. Optional.
-            sample_weight: weights, in the same forms. Optional.
-            engine: as in `kerasbatch.builders.Builder.build`. The numpy
-                engines (`"grain"`, `"python"`) take the built-in reducers
-                of dense components; a user's `Reducer` (TensorFlow ops) and
-                sparse components need `"tf.data"`.
-            workers: as in `kerasbatch.builders.Builder.build`
-                (`engine="python"` only).
-            use_multiprocessing: as in `kerasbatch.builders.Builder.build`
-                (`engine="python"` only).
-            max_queue_size: as in `kerasbatch.builders.Builder.build`
-                (`engine="python"` only).
-
-        Returns:
-            A dataset of `x`, `(x, y)` or `(x, y, sample_weight)` batches, one
-            per window, each component as its reducer returns it; exact
-            cardinality (the number of windows).
-        """
-        return super().build(
-            _window_data(x, y, sample_weight),
-            engine=engine,
-            workers=workers,
-            use_multiprocessing=use_multiprocessing,
-            max_queue_size=max_queue_size,
-        )
+    def _inputs(self, x, y, sample_weight):
+        """`build`'s inputs: those of `kerasbatch.builders.Builder.build`,
+        lists of `tf.SparseTensor`s, or string arrays; or a dict of those.
+        The numpy engines (`"grain"`, `"python"`) take the built-in reducers
+        of dense components; a user's `Reducer` (TensorFlow ops) and sparse
+        components need `"tf.data"`. `build` returns one batch per window,
+        each component as its reducer returns it, with exact cardinality
+        (the number of windows)."""
+        return _window_data(x, y, sample_weight)
 
     def build_from_dataset(self, dataset):
         """Windows the elements of a finite `tf.data.Dataset`, read into memory.

@@ -31,15 +31,13 @@ class Throughput(keras.callbacks.Callback):
     >>> import numpy as np
     >>> import keras
     >>> import kerasbatch
-    >>> x = [np.ones(n, "int32") for n in (1, 2, 3, 4)]
-    >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
-    >>> dataset = builder.build(x, y=np.zeros(4))
-    >>> model = keras.Sequential([
-    ...     keras.layers.Embedding(10, 2),
-    ...     keras.layers.GlobalAveragePooling1D(),
-    ...     keras.layers.Dense(1),
-    ... ])
-    >>> model.compile("sgd", "mse")
+    >>> tokens = [np.full(n, 3, "int32") for n in (5, 2, 7, 4)]
+    >>> builder = kerasbatch.BucketBuilder(boundaries=[4], batch_size=2)
+    >>> dataset = builder.build(tokens, y=np.ones(4))
+    >>> model = keras.Sequential(
+    ...     [keras.layers.Embedding(8, 4), keras.layers.GlobalMaxPooling1D(),
+    ...      keras.layers.Dense(1)])
+    >>> model.compile("adam", "mse")
     >>> history = model.fit(dataset, epochs=1, verbose=0, shuffle=False,
     ...     callbacks=[kerasbatch.callbacks.Throughput(builder)])
     >>> history.history["throughput"][0] > 0

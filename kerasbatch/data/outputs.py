@@ -149,7 +149,21 @@ def _first_leaf(structure):
     return structure
 
 
-class NumpyOps:
+class OperatorOps:
+    """The values that Python's operators compute alike on numpy arrays and
+    tensors (shared by `NumpyOps` and the `tf.data` engine's `GraphOps`)."""
+
+    @staticmethod
+    def same_segment(ids, next_ids):
+        """Where a position's next one belongs to the same (real) segment."""
+        return (ids == next_ids) & (ids > 0)
+
+    @staticmethod
+    def positive(ids):
+        return ids > 0
+
+
+class NumpyOps(OperatorOps):
     """The values of `finish` (and of `kerasbatch.ModelInputs`) in numpy;
     the `tf.data` engine's `GraphOps` computes them, bit for bit, as
     TensorFlow ops."""
@@ -167,14 +181,6 @@ class NumpyOps:
     def full_like_rows(tokens, value):
         dtype = np.int32 if isinstance(value, int) else np.float32
         return np.full(tokens.shape[:2], value, dtype)
-
-    @staticmethod
-    def same_segment(ids, next_ids):
-        return (ids == next_ids) & (ids > 0)
-
-    @staticmethod
-    def positive(ids):
-        return ids > 0
 
     @staticmethod
     def cast(array, dtype):

@@ -34,23 +34,13 @@ class NegativeSNR(MaskedSequenceLoss):
     `(batch, time, *features)`; a trailing axis of size 1 on one of them is
     squeezed, as in Keras' built-in losses.
 
-    The mask is resolved in this order:
-
-    1. `sample_weight` of rank >= 2, shape `(batch, time)`: the per-frame
-       mask, as the kerasbatch builders emit it (1.0 real frame, 0.0
-       padding). Non-binary values act as per-frame weights on both energies.
-       A Keras mask on `y_pred` is then ignored.
-    2. Otherwise the Keras mask of `y_pred` (from e.g.
-       `keras.layers.Masking` or `keras.layers.Embedding(mask_zero=True)`).
-    3. Otherwise every position is valid.
-
-    In cases 2 and 3 a `sample_weight` of shape `(batch,)` weights whole
-    examples: the batch reduction is `sum(w * loss_i) / sum(w)`. A scalar
-    `sample_weight` multiplies the loss.
-
-    The loss always reduces to a scalar, so there is no `reduction` argument.
-    `call(y_true, y_pred)` returns the `(batch,)` per-example losses with all
-    positions valid.
+    The mask, the weights and the reduction to a scalar are those of
+    `kerasbatch.losses.MaskedMeanSquaredError`: a `sample_weight` of shape
+    `(batch, time)` is the per-frame mask the kerasbatch builders emit (its
+    non-binary values weigh both energies per frame), else the Keras mask of
+    `y_pred`, else every position counts; a `(batch,)` weight weighs whole
+    examples. `call(y_true, y_pred)` returns the `(batch,)` per-example
+    losses with all positions valid.
 
     Args:
         epsilon: Small constant keeping the ratio and the logarithm finite.

@@ -121,15 +121,8 @@ def equal_tokens(lengths, num_buckets):
     narrower buckets. Where several token quantiles fall at one split (a few
     long lengths hold most tokens), those boundaries are moved apart to the
     nearest distinct lengths, so that every bucket holds data (`_spread`).
-    Zero lengths weigh nothing but still count as a distinct length.
-
-    Args:
-        lengths: 1-D sequence of non-negative integer lengths.
-        num_buckets: the number of buckets wanted, a positive int.
-
-    Returns:
-        `min(num_buckets, D) - 1` strictly increasing int boundaries, D the
-        number of distinct lengths (see the module docstring).
+    Zero lengths weigh nothing but still count as a distinct length. Takes
+    and returns what `quantile` does.
 
     Example:
 

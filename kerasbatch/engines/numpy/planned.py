@@ -36,12 +36,12 @@ class PlannedBatches:
     >>> import numpy as np
     >>> import kerasbatch
     >>> from kerasbatch.engines import served
-    >>> builder = kerasbatch.SortedBuilder(batch_size=2, shuffle=False)
-    >>> dataset = builder.build([np.ones(n) for n in (1, 2, 3)], engine="python")
+    >>> padded = kerasbatch.PaddedBuilder(batch_size=2, shuffle=False)
+    >>> x = [np.ones(n) for n in (2, 4, 1)]
     >>> batches = kerasbatch.engines.numpy.planned.PlannedBatches(
-    ...     served.served_by(dataset))
-    >>> batches.num_batches, batches.batch(0, 1).shape
-    (2, (1, 3))
+    ...     served.served_by(padded.build(x, engine="grain")))
+    >>> batches.num_batches, batches.batch(0, 0).shape, batches.batch(0, 1).shape
+    (2, (2, 4), (1, 1))
     """
 
     def __init__(self, served):

@@ -37,7 +37,7 @@ def fill_rows(tensor, rows):
     return tf.concat([tensor, tf.repeat(first, rows - shape[0], axis=0)], axis=0)
 
 
-class GraphOps:
+class GraphOps(outputs.OperatorOps):
     """The values of `kerasbatch.data.outputs.finish` (and of `kerasbatch.ModelInputs`) as
     TensorFlow ops."""
 
@@ -57,15 +57,6 @@ class GraphOps:
         """`(rows, time)` of `value` (int32 for an int, else float32)."""
         dtype = tf.int32 if isinstance(value, int) else tf.float32
         return tf.fill(tf.shape(tokens)[:2], tf.constant(value, dtype))
-
-    @staticmethod
-    def same_segment(ids, next_ids):
-        """Where a position's next one belongs to the same (real) segment."""
-        return (ids == next_ids) & (ids > 0)
-
-    @staticmethod
-    def positive(ids):
-        return ids > 0
 
     @staticmethod
     def cast(tensor, dtype):
