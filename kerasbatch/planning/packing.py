@@ -21,8 +21,21 @@ import numpy as np
 from kerasbatch.planning import plan as plan_lib
 
 
+class RowSplits:
+    """The rows of a packing, from its `row_splits` (offsets of the rows)."""
+
+    @property
+    def num_rows(self):
+        return len(self.row_splits) - 1
+
+    @property
+    def segments_per_row(self):
+        """int64 number of sequences in every row."""
+        return np.diff(self.row_splits)
+
+
 @dataclasses.dataclass(frozen=True)
-class Packing:
+class Packing(RowSplits):
     """Sequences placed into rows.
 
     Attributes:
@@ -33,15 +46,6 @@ class Packing:
 
     order: np.ndarray
     row_splits: np.ndarray
-
-    @property
-    def num_rows(self):
-        return len(self.row_splits) - 1
-
-    @property
-    def segments_per_row(self):
-        """int64 number of sequences in every row."""
-        return np.diff(self.row_splits)
 
     def rows(self):
         """The sequence indices of every row, as a list of int64 arrays."""
@@ -176,7 +180,7 @@ def _fill(room, count):
 
 
 @dataclasses.dataclass(frozen=True)
-class PackedPlan:
+class PackedPlan(RowSplits, plan_lib.EpochCounts):
     """The packed rows of one epoch, cut into batches of rows.
 
     Attributes:
@@ -187,17 +191,10 @@ class PackedPlan:
         batch_splits: int64 offsets of the batches into the rows.
         token_lengths: int64 tokens of every element of `indices` (after
             the overflow policy).
-        component_names: the sequence components, all packed alike.
-        dropped: elements left out (`"drop"` overflow, `drop_remainder`).
-        truncated: elements cut short by the `"truncate"` overflow policy.
-        truncated_positions: positions removed by cutting, over all
-            sequence components.
-        batch_multiple: every batch is fed with a multiple of this many rows;
-            the rows beyond its packed rows are filler (copies of the first
-            row, weight 0), counted as padding.
-        capacities: int64 rows every batch is fed before `batch_multiple`
-            (a last batch padded to `batch_size` rows), or None: its packed
-            rows.
+
+    And the counts of every epoch plan
+    (`kerasbatch.planning.plan.EpochCounts`, keyword-only; its components
+    are all packed alike).
     """
 
     epoch: int
@@ -206,34 +203,11 @@ class PackedPlan:
     row_splits: np.ndarray
     batch_splits: np.ndarray
     token_lengths: np.ndarray
-    component_names: tuple
-    dropped: int
-    truncated: int
-    truncated_positions: int
-    batch_multiple: int = 1
-    capacities: np.ndarray | None = None
-
-    @property
-    def num_batches(self):
-        return len(self.batch_splits) - 1
-
-    @property
-    def batch_rows(self):
-        """Rows fed per batch: the packed rows and any filler rows."""
-        rows = self.rows_per_batch if self.capacities is None else self.capacities
-        return plan_lib.round_up(rows, self.batch_multiple)
-
-    @property
-    def num_rows(self):
-        return len(self.row_splits) - 1
 
     @property
     def rows_per_batch(self):
+        """Packed rows per batch (before any filler rows)."""
         return np.diff(self.batch_splits)
-
-    @property
-    def segments_per_row(self):
-        return np.diff(self.row_splits)
 
     def rows(self):
         """The element indices of every row, as a list of int64 arrays."""

@@ -55,36 +55,26 @@ class PlanStatistics:
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class BatchPlan:
-    """The batches of one epoch.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EpochCounts:
+    """What every epoch plan (`BatchPlan`, packing's `PackedPlan`) holds
+    besides its batches: their components, what was left out or cut, and
+    the rows each batch is fed.
 
     Attributes:
-        epoch: the epoch this plan is for.
-        indices: int64 element indices, batch after batch.
-        batch_splits: int64 offsets into `indices`, shape `(num_batches + 1,)`.
-        limits: int64 cut length per batch (`NO_LIMIT` when nothing is cut).
-        padded_lengths: int64 shape `(num_batches, num_sequence_components)`.
-        real_positions: int64 shape `(num_batches, num_sequence_components)`:
-            positions that hold data after cutting.
         component_names: names of the sequence components, in column order.
         dropped: elements left out of the epoch.
         truncated: elements cut short.
-        truncated_positions: positions removed by cutting.
+        truncated_positions: positions removed by cutting, over all
+            sequence components.
         batch_multiple: every batch is fed with a multiple of this many rows;
-            the rows beyond its elements are filler (copies of the first,
+            the rows beyond its own are filler (copies of its first row,
             weight 0), counted as padding.
         capacities: int64 rows every batch is fed before `batch_multiple`
-            (a remainder padded to its bucket's batch size), or None: its
-            size.
+            (a remainder padded to its full size), or None: its own rows
+            (`rows_per_batch`).
     """
 
-    epoch: int
-    indices: np.ndarray
-    batch_splits: np.ndarray
-    limits: np.ndarray
-    padded_lengths: np.ndarray
-    real_positions: np.ndarray
     component_names: tuple
     dropped: int
     truncated: int
@@ -97,15 +87,44 @@ class BatchPlan:
         return len(self.batch_splits) - 1
 
     @property
+    def batch_rows(self):
+        """Rows fed per batch: its own rows and any filler rows."""
+        rows = self.rows_per_batch if self.capacities is None else self.capacities
+        return round_up(rows, self.batch_multiple)
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchPlan(EpochCounts):
+    """The batches of one epoch.
+
+    Attributes:
+        epoch: the epoch this plan is for.
+        indices: int64 element indices, batch after batch.
+        batch_splits: int64 offsets into `indices`, shape `(num_batches + 1,)`.
+        limits: int64 cut length per batch (`NO_LIMIT` when nothing is cut).
+        padded_lengths: int64 shape `(num_batches, num_sequence_components)`.
+        real_positions: int64 shape `(num_batches, num_sequence_components)`:
+            positions that hold data after cutting.
+
+    And the counts of every epoch plan (`EpochCounts`), keyword-only.
+    """
+
+    epoch: int
+    indices: np.ndarray
+    batch_splits: np.ndarray
+    limits: np.ndarray
+    padded_lengths: np.ndarray
+    real_positions: np.ndarray
+
+    @property
     def batch_sizes(self):
         """Elements per batch."""
         return np.diff(self.batch_splits)
 
     @property
-    def batch_rows(self):
-        """Rows fed per batch: the elements and any filler rows."""
-        rows = self.batch_sizes if self.capacities is None else self.capacities
-        return round_up(rows, self.batch_multiple)
+    def rows_per_batch(self):
+        """Rows of elements per batch (before any filler rows)."""
+        return self.batch_sizes
 
     def batches(self):
         """The element indices of every batch, as a list of int64 arrays."""
