@@ -530,8 +530,9 @@ def test_chunked_components_that_are_not_frame_aligned_are_an_error():
     }
     with pytest.raises(
         ValueError,
-        match=r"must be frame-aligned, but x\['transcript'\] element 0 has 3 frames "
-        r"and x\['frames'\] element 0 has 5\. Leave 'transcript' out of keys",
+        match=r"x\['transcript'\] element 0 has length 3 but x\['frames'\] element 0 "
+        r"has length 5; chunked components must be frame-aligned: leave "
+        r"'transcript' out of keys",
     ):
         kerasbatch.ChunkBuilder(4).build(x)
     builder = kerasbatch.ChunkBuilder(4, keys="frames")

@@ -7,6 +7,7 @@ import numpy as np
 
 from kerasbatch import checks
 from kerasbatch.builders.padded_builder import PaddedBuilder
+from kerasbatch.data import sources
 from kerasbatch.data.padding import Padding
 from kerasbatch.planning import chunking
 from kerasbatch.planning.prepared import Prepared
@@ -323,16 +324,12 @@ class ChunkBuilder(PaddedBuilder):
             chunked = [c for c in sequences if c.name in self.keys]
         reference = chunked[0]
         for component in chunked[1:]:
-            differ = np.flatnonzero(component.lengths != reference.lengths)
-            if len(differ):
-                index = differ[0]
-                raise ValueError(
-                    f"Chunked components must be frame-aligned, but "
-                    f"{component.where} element {index} has "
-                    f"{component.lengths[index]} frames and {reference.where} "
-                    f"element {index} has {reference.lengths[index]}. Leave "
-                    f"{component.name!r} out of keys to keep it whole."
-                )
+            sources.check_same_lengths(
+                reference,
+                component,
+                "chunked components must be frame-aligned: leave "
+                f"{component.name!r} out of keys to keep it whole",
+            )
         return chunked
 
     def _prepare(self, prepared, layout):

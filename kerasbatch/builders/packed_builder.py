@@ -10,6 +10,7 @@ import numpy as np
 from kerasbatch import checks
 from kerasbatch.builders.planned_builder import PlannedBuilder
 from kerasbatch.data import model_inputs as model_inputs_lib
+from kerasbatch.data import sources
 from kerasbatch.planning import batching
 
 #: The default names of the inputs x gains: no keras-hub model takes them
@@ -324,16 +325,12 @@ def _check_aligned(data):
     """Every sequence component of an element fills the same positions."""
     first, *others = data.sequence_components
     for other in others:
-        mismatch = np.flatnonzero(other.lengths != first.lengths)
-        if len(mismatch):
-            index = int(mismatch[0])
-            raise ValueError(
-                f"{other.where} element {index} has length {other.lengths[index]} "
-                f"but {first.where} element {index} has length "
-                f"{first.lengths[index]}; PackedBuilder packs every sequence "
-                "component of an element into the same positions, so they need "
-                f"equal lengths ({len(mismatch)} elements differ)."
-            )
+        sources.check_same_lengths(
+            first,
+            other,
+            "PackedBuilder packs every sequence component of an element into "
+            "the same positions, so they need equal lengths",
+        )
 
 
 def _check_weight_targets(data):

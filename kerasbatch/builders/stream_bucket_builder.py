@@ -312,20 +312,12 @@ class StreamBucketBuilder(BuiltDatasets, StreamSettings, BatchedSettings):
             epochs: how many epochs to register; iterating past the last is
                 an error.
             initial_epoch: the first epoch registered.
-            num_workers: with `"parallel_epochs"`, the number of workers the
-                service has; it must be 1.
-            dataset: the built dataset to serve (default: the latest).
-            timeout: seconds to wait for the dispatcher to accept a
-                connection before raising.
+            num_workers, dataset, timeout: as for
+                `kerasbatch.builders.PlannedBuilder.distribute_with_service`,
+                which says what it raises too.
 
         Returns:
             A `tf.data.Dataset`: one epoch per iteration.
-
-        Raises:
-            RuntimeError: nothing was built yet.
-            ValueError: a processing mode that cannot keep every epoch
-                exactly once; bad `epochs` / `initial_epoch`.
-            ConnectionError: no dispatcher answers at `service`.
 
         Example:
 

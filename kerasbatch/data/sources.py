@@ -452,20 +452,22 @@ def _check_alignment(data):
         if target is None and len(y_parts) == 1:
             target = y_parts[0]
         if weight.is_sequence and target is not None and target.is_sequence:
-            _check_same_lengths(target, weight)
+            check_same_lengths(target, weight)
     if len(x_parts) == 1 and x_parts[0].is_sequence:
         for target in y_parts:
             if target.is_sequence:
-                _check_same_lengths(x_parts[0], target)
+                check_same_lengths(x_parts[0], target)
 
 
-def _check_same_lengths(reference, other):
+def check_same_lengths(reference, other, why="aligned sequences need equal lengths"):
+    """Raises a ValueError naming the first element whose length in the
+    component `other` differs from its length in `reference`; `why` says
+    why they must be equal."""
     mismatch = np.flatnonzero(reference.lengths != other.lengths)
     if len(mismatch):
         index = mismatch[0]
         raise ValueError(
             f"{other.where} element {index} has length {other.lengths[index]} "
             f"but {reference.where} element {index} has length "
-            f"{reference.lengths[index]}; aligned sequences need equal lengths "
-            f"({len(mismatch)} elements differ)."
+            f"{reference.lengths[index]}; {why} ({len(mismatch)} elements differ)."
         )

@@ -47,9 +47,8 @@ class NegativeSNR(MaskedSequenceLoss):
             Defaults to the machine epsilon of float32 (`2**-23`).
         name: Optional name for the loss instance. Defaults to
             `"negative_snr"`.
-        dtype: The dtype of the loss' computations. Defaults to `None`, which
-            means `keras.backend.floatx()`. If a `keras.DTypePolicy` is given,
-            its `compute_dtype` is used.
+        dtype: The dtype of the loss' computations, as for
+            `kerasbatch.losses.MaskedMeanSquaredError`.
 
     Example:
 

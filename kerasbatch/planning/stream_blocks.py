@@ -43,6 +43,13 @@ LENGTHS_MISMATCH = (
     "element's own length (the longest of its sequence components), in the "
     "dataset's order."
 )
+#: The message of an element longer than its component's fixed padded
+#: length: `.format(name=..., fixed=...)`, then `{}` for the element's
+#: index and its length.
+FIXED_LENGTH_EXCEEDED = (
+    "Component {name} is padded to the fixed length {fixed}, but element {{}} "
+    "is {{}} long. Raise the length, or set max_length with overflow truncate."
+)
 #: Sorts last: the key of a batch that does not leave.
 LAST_KEY = np.iinfo(np.int64).max
 

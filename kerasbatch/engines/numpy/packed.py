@@ -3,6 +3,8 @@
 engine's (`kerasbatch.engines.tf_data.packed`).
 """
 
+import functools
+
 import numpy as np
 
 from kerasbatch.data import outputs
@@ -28,7 +30,7 @@ class PackRows(packed_rows.PackedRowsSettings):
         np.add.at(row_tokens, np.repeat(np.arange(num_rows), segments), lengths)
         segment_ids = np.repeat(batches.ragged_range(segments) + 1, lengths)
 
-        def to_dense(values, row_lengths, width, value, weights=False):
+        def to_dense(values, value=0, weights=False, *, row_lengths, width):
             """As the `tf.data` engine's `to_dense`: filler rows copy the first row, or
             weigh 0 (`weights=True`)."""
             dense = batches.pad_rows(
@@ -41,11 +43,14 @@ class PackRows(packed_rows.PackedRowsSettings):
             )
             return dense if weights else outputs.fill_numpy_rows(dense, fed_rows)
 
-        def to_rows(tokens, value=0, weights=False):
-            return to_dense(tokens, row_tokens, self.sequence_length, value, weights)
-
-        def to_slots(values, value=0, weights=False):
-            return to_dense(values, segments, self.max_segments, value, weights)
+        # Tokens into rows of `sequence_length`, per-element values into
+        # `max_segments` slots.
+        to_rows = functools.partial(
+            to_dense, row_lengths=row_tokens, width=self.sequence_length
+        )
+        to_slots = functools.partial(
+            to_dense, row_lengths=segments, width=self.max_segments
+        )
 
         packed = {}
         for component in self.components:

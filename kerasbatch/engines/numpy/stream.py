@@ -169,9 +169,7 @@ class StreamBatches:
                     kept[:, column] > fixed,
                     index,
                     kept[:, column],
-                    f"Component {name} is padded to the fixed length {fixed}, "
-                    "but element {} is {} long. Raise the length, or set "
-                    "max_length with overflow truncate.",
+                    stream_blocks.FIXED_LENGTH_EXCEEDED.format(name=name, fixed=fixed),
                 )
         if settings.bucket_counts is not None:
             longest = built.constants["longest"]

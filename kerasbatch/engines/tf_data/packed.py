@@ -7,6 +7,7 @@
 of rows from them.
 """
 
+import functools
 import typing
 
 import numpy as np
@@ -121,7 +122,7 @@ class PackRows(packed_rows.PackedRowsSettings):
         row_tokens = tf.math.unsorted_segment_sum(lengths, row_of, num_rows)
         segment_ids = tf.repeat(tf.ragged.range(segments).flat_values + 1, lengths)
 
-        def to_dense(values, row_lengths, width, value, weights=False):
+        def to_dense(values, value=0, weights=False, *, row_lengths, width):
             """Flat values, `row_lengths` of them per row → `(rows, width, ...)`:
             tokens into rows of `sequence_length`, per-element values into
             `max_segments` slots. Filler rows (`batch_multiple`) copy the
@@ -135,11 +136,14 @@ class PackRows(packed_rows.PackedRowsSettings):
             dense.set_shape([self.static_batch_size, *dense.shape[1:]])
             return dense
 
-        def to_rows(tokens, value=0, weights=False):
-            return to_dense(tokens, row_tokens, self.sequence_length, value, weights)
-
-        def to_slots(values, value=0, weights=False):
-            return to_dense(values, segments, self.max_segments, value, weights)
+        # Tokens into rows of `sequence_length`, per-element values into
+        # `max_segments` slots.
+        to_rows = functools.partial(
+            to_dense, row_lengths=row_tokens, width=self.sequence_length
+        )
+        to_slots = functools.partial(
+            to_dense, row_lengths=segments, width=self.max_segments
+        )
 
         packed = {}
         for component in self.components:

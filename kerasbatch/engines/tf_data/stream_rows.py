@@ -14,7 +14,11 @@ from kerasbatch.engines.tf_data import stream_blocks as graph_blocks
 from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import plan as plan_lib
 from kerasbatch.planning import remainders as remainders_lib
-from kerasbatch.planning.stream_blocks import LENGTHS_MISMATCH, ROW_FIELDS
+from kerasbatch.planning.stream_blocks import (
+    FIXED_LENGTH_EXCEEDED,
+    LENGTHS_MISMATCH,
+    ROW_FIELDS,
+)
 
 #: tf.data's cardinality of a dataset whose size is unknown.
 UNKNOWN_CARDINALITY = -2
@@ -91,9 +95,7 @@ class StreamRows:
                         kept[:, column] > fixed,
                         index,
                         kept[:, column],
-                        f"Component {name} is padded to the fixed length {fixed}, "
-                        "but element {} is {} long. Raise the length, or set "
-                        "max_length with overflow truncate.",
+                        FIXED_LENGTH_EXCEEDED.format(name=name, fixed=fixed),
                     )
                 )
         if self.settings.bucket_counts is not None:
