@@ -7,6 +7,7 @@ import warnings
 import keras
 
 from kerasbatch.builders.datasets import builder_of
+from kerasbatch.callbacks.fresh_copies import FreshCopies
 from kerasbatch.engines.derived import DerivedDatasetError
 from kerasbatch.engines.served import built_dataset
 
@@ -18,7 +19,7 @@ RAN_OUT_OF_DATA = "Your input ran out of data"
 EPOCH_ITERATOR = r"keras\.src\.trainers\.epoch_iterator"
 
 
-class BackupAndRestore(keras.callbacks.BackupAndRestore):
+class BackupAndRestore(FreshCopies, keras.callbacks.BackupAndRestore):
     """`keras.callbacks.BackupAndRestore` that also saves where the data is.
 
     Keras' callback saves the weights (and optimizer) every `save_freq`
@@ -217,12 +218,3 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         if self.delete_checkpoint and os.path.exists(self._position_path):
             os.remove(self._position_path)
         super().on_train_end(logs)
-
-    def __deepcopy__(self, memo):
-        return type(self)(
-            self.backup_dir,
-            self.dataset,
-            self.save_freq,
-            self.double_checkpoint,
-            self.delete_checkpoint,
-        )

@@ -4,9 +4,10 @@ import keras
 
 from kerasbatch.callbacks import compile_shapes
 from kerasbatch.callbacks.fit_datasets import checked_builder
+from kerasbatch.callbacks.fresh_copies import FreshCopies
 
 
-class EpochReshuffle(keras.callbacks.Callback):
+class EpochReshuffle(FreshCopies, keras.callbacks.Callback):
     """Sets the builder's epoch at the start of every `model.fit` epoch.
 
     A built dataset plans (or, streaming, shuffles) epoch k's batches from
@@ -60,6 +61,3 @@ class EpochReshuffle(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self.builder.set_epoch(epoch)
         compile_shapes.warn_once(self, epoch)
-
-    def __deepcopy__(self, memo):
-        return type(self)(self.builder)

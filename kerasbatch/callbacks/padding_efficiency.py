@@ -4,9 +4,10 @@ import keras
 
 from kerasbatch.callbacks import compile_shapes
 from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
+from kerasbatch.callbacks.fresh_copies import FreshCopies
 
 
-class PaddingEfficiency(keras.callbacks.Callback):
+class PaddingEfficiency(FreshCopies, keras.callbacks.Callback):
     """Writes the padding efficiency of the epoch's batches into `logs`.
 
     The value comes from the builder's `statistics()` and
@@ -162,13 +163,3 @@ class PaddingEfficiency(keras.callbacks.Callback):
         if self.per_component:
             for component, value in statistics.component_efficiency.items():
                 logs[f"{prefix}{component}_{self.name}"] = value
-
-    def __deepcopy__(self, memo):
-        return type(self)(
-            self.builder,
-            self.per_batch,
-            self.per_component,
-            self.name,
-            self.dataset,
-            self.validation_data,
-        )

@@ -5,9 +5,10 @@ import time
 import keras
 
 from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
+from kerasbatch.callbacks.fresh_copies import FreshCopies
 
 
-class Throughput(keras.callbacks.Callback):
+class Throughput(FreshCopies, keras.callbacks.Callback):
     """Writes the epoch's training throughput, in real positions/s, into `logs`.
 
     Real positions are the non-padding positions of the epoch's batches (over
@@ -88,6 +89,3 @@ class Throughput(keras.callbacks.Callback):
             self.on_train_begin()
         positions, _ = self._training.running_positions(self._batches)
         logs[self.name] = float(positions) / max(seconds, 1e-9)
-
-    def __deepcopy__(self, memo):
-        return type(self)(self.builder, self.name, self.dataset)

@@ -9,6 +9,7 @@ from kerasbatch import engines, optional
 from kerasbatch.builders.datasets import builder_of
 from kerasbatch.callbacks.compile_shapes import compiles_per_shape
 from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
+from kerasbatch.callbacks.fresh_copies import FreshCopies
 from kerasbatch.engines import derived
 from kerasbatch.engines import served as served_lib
 from kerasbatch.engines import tf_data as tf_data_engine
@@ -17,7 +18,7 @@ from kerasbatch.engines.tf_data import batch as tf_data
 from kerasbatch.engines.tf_data import replay as tf_data_replay
 
 
-class WarmUp(keras.callbacks.Callback):
+class WarmUp(FreshCopies, keras.callbacks.Callback):
     """Compiles the model's train step for every batch shape before epoch 1.
 
     Under XLA (`jit_compile=True`, the default on the JAX backend and on a
@@ -193,11 +194,6 @@ class WarmUp(keras.callbacks.Callback):
                 f"({type(root).__name__}) is not supported."
             )
         return dataset
-
-    def __deepcopy__(self, memo):
-        return type(self)(
-            self.builder, self.dataset, self.validation_data, self.epochs, self.verbose
-        )
 
 
 def _check_distribution(model):

@@ -33,6 +33,19 @@ class PackedRowsSettings:
         self.starts = data.sequence_components[0].row_splits[:-1]
         self.lengths = prepared.cut_lengths
 
+    def pack(self, gather, to_rows, to_slots, token_index, indices):
+        """Every component packed: a sequence's tokens (`gather(component,
+        token_index)`) into rows, a per-element value (`gather(component,
+        indices)`) into slots, each padded with its padding value."""
+        packed = {}
+        for component in self.components:
+            value = self.paddings[component.name].value
+            if component.is_sequence:
+                packed[component.name] = to_rows(gather(component, token_index), value)
+            else:
+                packed[component.name] = to_slots(gather(component, indices), value)
+        return packed
+
     def element(
         self,
         packed,

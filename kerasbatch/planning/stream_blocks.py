@@ -50,6 +50,12 @@ FIXED_LENGTH_EXCEEDED = (
     "Component {name} is padded to the fixed length {fixed}, but element {{}} "
     "is {{}} long. Raise the length, or set max_length with overflow truncate."
 )
+#: The message of an element longer than the lengths given to `build()`
+#: said: `{}` for its index and its length.
+LONGER_THAN_GIVEN = (
+    "Element {} has length {} (after any truncation), longer than any in its "
+    f"bucket among the lengths given to build(): {LENGTHS_MISMATCH}"
+)
 #: Sorts last: the key of a batch that does not leave.
 LAST_KEY = np.iinfo(np.int64).max
 

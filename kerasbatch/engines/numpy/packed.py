@@ -52,13 +52,13 @@ class PackRows(packed_rows.PackedRowsSettings):
             to_dense, row_lengths=segments, width=self.max_segments
         )
 
-        packed = {}
-        for component in self.components:
-            value = self.paddings[component.name].value
-            if component.is_sequence:
-                packed[component.name] = to_rows(component.values[token_index], value)
-            else:
-                packed[component.name] = to_slots(component.values[indices], value)
+        packed = self.pack(
+            lambda component, at: component.values[at],
+            to_rows,
+            to_slots,
+            token_index,
+            indices,
+        )
         token_weights = np.ones(len(positions), np.float32)
         if self.normalize_segments:
             token_weights /= np.repeat(lengths, lengths).astype(np.float32)

@@ -181,9 +181,7 @@ class StreamBatches:
                 longer,
                 index,
                 kept_length,
-                "Element {} has length {} (after any truncation), longer "
-                "than any in its bucket among the lengths given to "
-                f"build(): {stream_blocks.LENGTHS_MISMATCH}",
+                stream_blocks.LONGER_THAN_GIVEN,
             )
         values = [
             _cut(np.concatenate(sequence), lengths[:, column], kept[:, column])

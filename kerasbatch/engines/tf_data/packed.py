@@ -145,14 +145,13 @@ class PackRows(packed_rows.PackedRowsSettings):
             to_dense, row_lengths=segments, width=self.max_segments
         )
 
-        packed = {}
-        for component in self.components:
-            tensor = self.tensors[component.name]
-            value = self.paddings[component.name].value
-            if component.is_sequence:
-                packed[component.name] = to_rows(tf.gather(tensor, token_index), value)
-            else:
-                packed[component.name] = to_slots(tf.gather(tensor, indices), value)
+        packed = self.pack(
+            lambda component, at: tf.gather(self.tensors[component.name], at),
+            to_rows,
+            to_slots,
+            token_index,
+            indices,
+        )
         token_weights = tf.ones_like(positions, tf.float32)
         if self.normalize_segments:
             token_weights /= tf.cast(tf.repeat(lengths, lengths), tf.float32)

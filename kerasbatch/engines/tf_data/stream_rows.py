@@ -16,7 +16,7 @@ from kerasbatch.planning import plan as plan_lib
 from kerasbatch.planning import remainders as remainders_lib
 from kerasbatch.planning.stream_blocks import (
     FIXED_LENGTH_EXCEEDED,
-    LENGTHS_MISMATCH,
+    LONGER_THAN_GIVEN,
     ROW_FIELDS,
 )
 
@@ -109,9 +109,7 @@ class StreamRows:
                     longer,
                     index,
                     kept_length,
-                    "Element {} has length {} (after any truncation), longer "
-                    "than any in its bucket among the lengths given to "
-                    f"build(): {LENGTHS_MISMATCH}",
+                    LONGER_THAN_GIVEN,
                 )
             )
         others = [t for i, t in enumerate(flat) if i not in positions]
