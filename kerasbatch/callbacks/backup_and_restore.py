@@ -7,7 +7,7 @@ import warnings
 import keras
 
 from kerasbatch.builders.datasets import builder_of
-from kerasbatch.callbacks.fresh_copies import FreshCopies
+from kerasbatch.callbacks.base import FreshCopies
 from kerasbatch.engines.derived import DerivedDatasetError
 from kerasbatch.engines.served import built_dataset
 

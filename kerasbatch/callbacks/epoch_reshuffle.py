@@ -1,13 +1,10 @@
 """Pins a builder's epoch to Keras' epoch, for exact resumption."""
 
-import keras
-
 from kerasbatch.callbacks import compile_shapes
-from kerasbatch.callbacks.fit_datasets import checked_builder
-from kerasbatch.callbacks.fresh_copies import FreshCopies
+from kerasbatch.callbacks.base import BuilderCallback
 
 
-class EpochReshuffle(FreshCopies, keras.callbacks.Callback):
+class EpochReshuffle(BuilderCallback):
     """Sets the builder's epoch at the start of every `model.fit` epoch.
 
     A built dataset plans (or, streaming, shuffles) epoch k's batches from
@@ -52,8 +49,7 @@ class EpochReshuffle(FreshCopies, keras.callbacks.Callback):
     """
 
     def __init__(self, builder):
-        super().__init__()
-        self.builder = checked_builder(builder, "EpochReshuffle")
+        super().__init__(builder)
 
     def on_train_begin(self, logs=None):
         compile_shapes.register(self, self.builder, pins=True)

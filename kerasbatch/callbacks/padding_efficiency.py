@@ -1,13 +1,11 @@
 """Logs the exact padding efficiency of the batches `model.fit` sees."""
 
-import keras
-
 from kerasbatch.callbacks import compile_shapes
-from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
-from kerasbatch.callbacks.fresh_copies import FreshCopies
+from kerasbatch.callbacks.base import BuilderCallback
+from kerasbatch.callbacks.fit_datasets import fit_sources
 
 
-class PaddingEfficiency(FreshCopies, keras.callbacks.Callback):
+class PaddingEfficiency(BuilderCallback):
     """Writes the padding efficiency of the epoch's batches into `logs`.
 
     The value comes from the builder's `statistics()` and
@@ -94,6 +92,9 @@ class PaddingEfficiency(FreshCopies, keras.callbacks.Callback):
     ([0.8333333333333334], [0.8571428571428571])
     """
 
+    # Only numpy plans and CPU counters: safe for asynchronous dispatch.
+    async_safe = True
+
     def __init__(
         self,
         builder,
@@ -103,10 +104,7 @@ class PaddingEfficiency(FreshCopies, keras.callbacks.Callback):
         dataset=None,
         validation_data=None,
     ):
-        super().__init__()
-        # Only numpy plans and CPU counters: safe for asynchronous dispatch.
-        self.async_safe = True
-        self.builder = checked_builder(builder, "PaddingEfficiency")
+        super().__init__(builder)
         self.per_batch = per_batch
         self.per_component = per_component
         self.name = name

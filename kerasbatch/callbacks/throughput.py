@@ -2,13 +2,11 @@
 
 import time
 
-import keras
-
-from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
-from kerasbatch.callbacks.fresh_copies import FreshCopies
+from kerasbatch.callbacks.base import BuilderCallback
+from kerasbatch.callbacks.fit_datasets import fit_sources
 
 
-class Throughput(FreshCopies, keras.callbacks.Callback):
+class Throughput(BuilderCallback):
     """Writes the epoch's training throughput, in real positions/s, into `logs`.
 
     Real positions are the non-padding positions of the epoch's batches (over
@@ -45,11 +43,11 @@ class Throughput(FreshCopies, keras.callbacks.Callback):
     True
     """
 
+    # Counts batches, reads numpy plans or CPU counters: async-safe.
+    async_safe = True
+
     def __init__(self, builder, name="throughput", dataset=None):
-        super().__init__()
-        # Counts batches, reads numpy plans or CPU counters: async-safe.
-        self.async_safe = True
-        self.builder = checked_builder(builder, "Throughput")
+        super().__init__(builder)
         self.name = name
         self.dataset = dataset
         self._training = None

@@ -7,9 +7,9 @@ import numpy as np
 
 from kerasbatch import engines, optional
 from kerasbatch.builders.datasets import builder_of
+from kerasbatch.callbacks.base import BuilderCallback
 from kerasbatch.callbacks.compile_shapes import compiles_per_shape
-from kerasbatch.callbacks.fit_datasets import checked_builder, fit_sources
-from kerasbatch.callbacks.fresh_copies import FreshCopies
+from kerasbatch.callbacks.fit_datasets import fit_sources
 from kerasbatch.engines import derived
 from kerasbatch.engines import served as served_lib
 from kerasbatch.engines import tf_data as tf_data_engine
@@ -18,7 +18,7 @@ from kerasbatch.engines.tf_data import batch as tf_data
 from kerasbatch.engines.tf_data import replay as tf_data_replay
 
 
-class WarmUp(FreshCopies, keras.callbacks.Callback):
+class WarmUp(BuilderCallback):
     """Compiles the model's train step for every batch shape before epoch 1.
 
     Under XLA (`jit_compile=True`, the default on the JAX backend and on a
@@ -121,10 +121,9 @@ class WarmUp(FreshCopies, keras.callbacks.Callback):
     def __init__(
         self, builder, dataset=None, validation_data=None, epochs=1, verbose=0
     ):
-        super().__init__()
+        super().__init__(builder)
         if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs <= 0:
             raise ValueError(f"epochs must be a positive int, got {epochs!r}.")
-        self.builder = checked_builder(builder, "WarmUp")
         self.dataset = dataset
         self.validation_data = validation_data
         self.epochs = epochs
