@@ -289,13 +289,13 @@ class PackedBuilder(PlannedBuilder):
         """The `"error"` overflow policy, in the words of packing."""
         if self.overflow != "error":
             return
-        too_long = np.flatnonzero(lengths > self.max_length)
-        if len(too_long):
-            first = int(too_long[0])
+        too_long = lengths > self.max_length
+        if too_long.any():
+            first = int(np.argmax(too_long))
             raise ValueError(
                 f"Element {first} has length {lengths[first]}, longer than a "
                 f"packed row allows (max_length={self.max_length}, "
-                f"sequence_length={self.sequence_length}); {len(too_long)} "
+                f"sequence_length={self.sequence_length}); {too_long.sum()} "
                 "elements are. Set overflow='truncate' or overflow='drop', or "
                 "raise sequence_length."
             )

@@ -56,7 +56,7 @@ class NegativeSNR(MaskedSequenceLoss):
     >>> from kerasbatch.losses import NegativeSNR
     >>> clean = np.array([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0]])
     >>> estimate = np.array([[1.0, 1.0, 9.0], [2.0, 9.0, 9.0]])
-    >>> valid = np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    >>> valid = (clean != 0).astype("float32")  # its real frames here
     >>> # SNRs are 10 * log10(5 / 1) and 10 * log10(9 / 1).
     >>> round(float(NegativeSNR()(clean, estimate, sample_weight=valid)), 4)
     -8.2661
