@@ -53,3 +53,24 @@ def test_the_check_finds_an_import_of_tensorflow(tmp_path):
     module = tmp_path / "bad.py"
     module.write_text("def f():\n    import tensorflow as tf\n    return tf\n")
     assert "tensorflow" in imported_modules(module)
+
+
+def load_layout_benchmark():
+    """`benchmarks/layout.py`, the measure of the package's structure."""
+    import importlib.util
+
+    path = PACKAGE.parent / "benchmarks" / "layout.py"
+    spec = importlib.util.spec_from_file_location("layout_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_layers_import_one_way_and_tensorflow_stays_home(monkeypatch):
+    layout = load_layout_benchmark()
+    # The repeated-code count needs a tool CI has not; the rest is ast.
+    monkeypatch.setattr(layout, "run_duplicates", lambda _: {"pairs": None})
+    summary = layout.measure(PACKAGE.parent)["summary"]
+    counted = {name: value for name, value in summary.items() if value is not None}
+    assert set(counted.values()) == {0}, {k: v for k, v in counted.items() if v}
+    assert len(counted) == len(summary) - 1
