@@ -34,7 +34,8 @@ MOVED = {
     "kerasbatch.plan": "kerasbatch.planning.plan",
     "kerasbatch.plotting": "kerasbatch.tools.plotting",
     "kerasbatch.prediction": "kerasbatch.tools.prediction",
-    "kerasbatch.reducers": "kerasbatch.data.reducers",
+    # The reducers (settings) and their graph reductions (Window).
+    "kerasbatch.reducers": "kerasbatch.engines.tf_data.reducers",
     "kerasbatch.remainders": "kerasbatch.planning.remainders",
     "kerasbatch.restore": "kerasbatch.tools.restore",
     "kerasbatch.sources": "kerasbatch.data.sources",

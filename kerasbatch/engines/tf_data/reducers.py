@@ -16,6 +16,15 @@ Example:
 import dataclasses
 
 from kerasbatch.data import reducers
+from kerasbatch.data.reducers import (  # noqa: F401  (the old kerasbatch.reducers)
+    BUILT_INS,
+    Count,
+    DenseBatch,
+    PaddedBatch,
+    Reducer,
+    get,
+    serialize,
+)
 from kerasbatch.optional import tensorflow as tf
 
 
