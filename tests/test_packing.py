@@ -1,6 +1,5 @@
 """The packing planner: best-fit decreasing, vectorised, on numpy alone."""
 
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
