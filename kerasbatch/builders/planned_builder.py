@@ -15,7 +15,7 @@ import numpy as np
 from kerasbatch import engines
 from kerasbatch.builders.datasets import BuiltDatasets
 from kerasbatch.builders.settings import Settings
-from kerasbatch.data import outputs, sources
+from kerasbatch.data import outputs, random_access, sources
 from kerasbatch.engines import epoch_state
 from kerasbatch.engines import served as served_lib
 from kerasbatch.planning import built as built_lib
@@ -53,6 +53,8 @@ class PlannedBuilder(BuiltDatasets, Settings):
         sample_weight=None,
         *,
         engine="tf.data",
+        lengths=None,
+        read_threads=None,
         workers=None,
         use_multiprocessing=None,
         max_queue_size=None,
@@ -61,10 +63,20 @@ class PlannedBuilder(BuiltDatasets, Settings):
 
         Args:
             x: sequences (list of arrays with a varying first axis, or a
-                `tf.RaggedTensor`), per-example arrays, or a dict of those.
+                `tf.RaggedTensor`), per-example arrays, or a dict of those;
+                or a random-access source of them, read by index from disk
+                (see below).
             y: targets, in the same forms: per-example labels or per-frame
                 sequences aligned with x. Optional.
             sample_weight: weights, per example or per frame. Optional.
+            lengths: a random-access source's lengths (a 1-D int array, or
+                a dict of them by sequence component). Default: the
+                source's own `lengths` (a `kerasbatch.io.TokenFile`'s
+                index), else one pass that reads every element, cached next
+                to the source's files.
+            read_threads: threads that read a batch's elements from a
+                random-access source (default 8; a source with
+                `__getitems__` reads them in one call).
             engine: what makes the batches (`kerasbatch.engines`):
                 `"tf.data"` (a `tf.data.Dataset`; needs TensorFlow),
                 `"grain"` (a Grain `IterDataset` of numpy batches; needs
@@ -80,6 +92,16 @@ class PlannedBuilder(BuiltDatasets, Settings):
                 instead.
             max_queue_size: `engine="python"` only: how many batches the
                 `workers` make ahead, at most (default 10).
+
+        A random-access source is anything with `__len__` and
+        `__getitem__` that returns one element: a Grain `MapDataset` or data
+        source, a Hugging Face `Dataset`, a `kerasbatch.io.TokenFile`. An
+        element is an array, a dict of arrays, or an `(x, y)` or `(x, y,
+        sample_weight)` tuple of those; an array with a first axis is a
+        sequence, a scalar a per-example value. The plan needs the lengths
+        only, and a batch reads only its elements: the batches are those of
+        the same data in memory, bit for bit. An element that does not match
+        element 0 or its lengths is an error that names it.
 
         Returns:
             A dataset of `x`, `(x, y)` or `(x, y, sample_weight)` batches with
@@ -103,7 +125,14 @@ class PlannedBuilder(BuiltDatasets, Settings):
             use_multiprocessing=use_multiprocessing,
             max_queue_size=max_queue_size,
         )
-        data = self._inputs(x, y, sample_weight)
+        if any(random_access.is_random_access(d) for d in (x, y, sample_weight)) or (
+            lengths is not None or read_threads is not None
+        ):
+            data = random_access.from_inputs(
+                x, y, sample_weight, lengths=lengths, threads=read_threads
+            )
+        else:
+            data = self._inputs(x, y, sample_weight)
         if getattr(self, "output_lengths", False):
             x_parts = data.role_components("x")
             outputs.check_length_names(

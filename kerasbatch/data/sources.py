@@ -61,6 +61,9 @@ class Component:
     #: nothing else writes), which TensorFlow may then read in place.
     owned: bool = False
 
+    #: Whether `values` are read by index from a source, not held.
+    reads_by_index = False
+
     @property
     def is_sequence(self):
         return self.row_splits is not None
@@ -108,6 +111,11 @@ class SequenceData:
         return self.components[0].num_elements
 
     @property
+    def reads_by_index(self):
+        """Whether some component is read by index from a source."""
+        return any(c.reads_by_index for c in self.components)
+
+    @property
     def sequence_components(self):
         return [c for c in self.components if c.is_sequence]
 
@@ -119,11 +127,14 @@ class SequenceData:
         return [c for c in self.components if c.role == role]
 
 
-def from_inputs(x, y=None, sample_weight=None, *, require_sequence=True):
+def from_inputs(x, y=None, sample_weight=None, *, require_sequence=True, convert=None):
     """Validates `(x, y, sample_weight)` and returns a `SequenceData`.
 
     `require_sequence=False` accepts inputs without a variable-length
-    component (windows of per-example data).
+    component (windows of per-example data). `convert(role, data)` may
+    convert a role's data itself: it returns `(components, {role:
+    structure})` (a source of x may give y and sample_weight too), or None
+    for the conversion here.
 
     Raises:
         ValueError: empty input, mismatched element counts, misaligned
@@ -141,8 +152,19 @@ def from_inputs(x, y=None, sample_weight=None, *, require_sequence=True):
     components = []
     structure = {}
     for role, data in zip(ROLES, (x, y, sample_weight), strict=True):
+        if data is not None and structure.get(role) is not None:
+            raise ValueError(
+                f"The source of x gives {role} in its (x, y, ...) elements, and "
+                f"{role} was given too: give it once."
+            )
+        converted = None if convert is None or data is None else convert(role, data)
+        if converted is not None:
+            parts, roles = converted
+            components.extend(parts)
+            structure.update(roles)
+            continue
         if data is None:
-            structure[role] = None
+            structure.setdefault(role, None)
             continue
         if isinstance(data, dict):
             if not data:

@@ -21,6 +21,9 @@ class SparseComponent:
         shapes: int64 `(num_elements, rank)`, each element's `dense_shape`.
     """
 
+    #: Sparse components are held in memory.
+    reads_by_index = False
+
     name: str
     role: str
     key: str | None

@@ -16,6 +16,10 @@ from kerasbatch.optional import tensorflow as tf
 def batches_part(served):
     """The engine's part for the kind of batches of `served.built`."""
     kind = served.built.batches
+    if served.built.prepared.data.reads_by_index:
+        from kerasbatch.engines.tf_data import by_index
+
+        return by_index.ReadByIndex(served)
     if kind == "packed":
         from kerasbatch.engines.tf_data import packed
 

@@ -26,6 +26,12 @@ def component_tensor(component):
 
 
 def _make(component):
+    if component.reads_by_index:
+        raise TypeError(
+            f"{component.where} is read by index from a source, which a graph "
+            "cannot hold as a tensor: this pipeline reads it batch by batch, "
+            "or not at all."
+        )
     if isinstance(component, sparse_components.SparseComponent):
         return (
             tf.RaggedTensor.from_row_splits(component.indices, component.entry_splits),
