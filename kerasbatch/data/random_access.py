@@ -304,7 +304,8 @@ def from_source(source, role, lengths=None, threads=READ_THREADS, verbose="auto"
         role: `"x"`, `"y"` or `"sample_weight"`.
         lengths: None (the source's own `lengths`, or one pass over it), a
             1-D int array (every sequence component's lengths), or a dict of
-            them by component name.
+            them by component name: then the arrays it does not name are
+            per-example values (e.g. a feature vector per element).
         threads: threads that read a batch's elements.
         verbose: whether the lengths pass shows a progress bar ("auto":
             for more than 10 000 elements).
@@ -314,7 +315,28 @@ def from_source(source, role, lengths=None, threads=READ_THREADS, verbose="auto"
     if not count:
         raise ValueError(f"{where} is empty: it has no elements.")
     probe = SourceReader(source, [], {}, 1, where)
-    fields = fields_of(probe.element(0), role, where)
+    element = probe.element(0)
+    fields = fields_of(element, role, where)
+    if isinstance(lengths, dict):
+        arrays = [field.name for field in fields if field.is_sequence]
+        unknown = sorted(set(lengths) - set(arrays))
+        if unknown:
+            raise ValueError(
+                f"lengths names the components {unknown}, but {where}'s "
+                f"elements have no such array (their arrays: {arrays})."
+            )
+        # The components that lengths names are the sequences; other
+        # arrays are per-example values (a vector per element).
+        fields = [
+            field
+            if not field.is_sequence or field.name in lengths
+            else dataclasses.replace(
+                field,
+                is_sequence=False,
+                trailing_shape=field.part_of(element).shape,
+            )
+            for field in fields
+        ]
     names = [field.name for field in fields if field.is_sequence]
     if not names:
         raise ValueError(

@@ -1,0 +1,258 @@
+"""Data read by index from a random-access source gives the batches of the
+same data in memory, bit for bit, for every builder, option set and engine;
+only the rows of the batches are read; the lengths are computed once and
+cached; bad data is an error that names the element or file."""
+
+import hashlib
+import os
+import warnings
+
+import batch_records as records
+import keras
+import numpy as np
+import pytest
+from random_access_sources import ListSource, as_source
+
+import kerasbatch
+from kerasbatch.data import random_access
+from kerasbatch.io import TokenFile, TokenFileWriter, write_token_file
+
+#: The in-memory cases of every planned builder (streams read a source
+#: in order already; sparse windows and tensors are not lists and arrays).
+CASES = [
+    name
+    for name in records.CASES
+    if not name.startswith("stream")
+    and as_source(*records.CASES[name]("grain")[1:]) is not None
+]
+
+
+def _digest(dataset, epochs=2):
+    digest = hashlib.sha256(f"len={len(dataset)}".encode())
+    for epoch in range(epochs):
+        for index, batch in enumerate(dataset):
+            records._update(digest, batch, f"{epoch}/{index}")
+    return digest.hexdigest()
+
+
+def _built(builder, args, kwargs, engine):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "On the TensorFlow backend, Keras reads")
+        return builder.build(*args, engine=engine, **kwargs)
+
+
+def test_the_cases_cover_every_planned_builder():
+    builders = {name.split("/")[0] for name in CASES}
+    assert {"padded", "sorted", "bucket", "packed", "chunk", "window"} <= builders
+
+
+@pytest.mark.parametrize("engine", records.ENGINES)
+@pytest.mark.parametrize("name", CASES)
+def test_a_source_gives_the_batches_of_the_data_in_memory(name, engine):
+    if engine in records.REFUSED.get(name, {}):
+        return  # the in-memory data is refused there too (tested elsewhere)
+    builder, args, kwargs = records.CASES[name](engine)
+    expected = _digest(_built(builder, args, kwargs, engine))
+    source, lengths = as_source(args, kwargs)
+    builder, _, _ = records.CASES[name](engine)
+    dataset = _built(builder, (source,), {"lengths": lengths}, engine)
+    assert _digest(dataset) == expected
+    # Each epoch reads each planned element once, at most (packed rows and
+    # chunks of one element read it once per batch that holds it).
+    assert source.reads.max() <= 2 * 2 * (1 + ("chunk" in name) * 40)
+
+
+def _tokens(count=60, seed=0, high=1000):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(1, high, rng.integers(1, 30)).astype(np.int32) for _ in range(count)]
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "uint32", "int32"])
+def test_a_token_file_reads_back_what_was_written(tmp_path, dtype):
+    sequences = _tokens() + [np.zeros(0, np.int32)]
+    tokens = write_token_file(tmp_path / "corpus", sequences, dtype=dtype)
+    assert len(tokens) == len(sequences)
+    assert tokens.lengths.tolist() == [len(s) for s in sequences]
+    for index, sequence in enumerate(sequences):
+        assert tokens[index].dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(tokens[index], sequence)
+    np.testing.assert_array_equal(tokens[-2], sequences[-2])
+    read = tokens.__getitems__([3, 0, 3])
+    np.testing.assert_array_equal(read[0], sequences[3])
+    np.testing.assert_array_equal(read[1], sequences[0])
+    assert TokenFile(tmp_path / "corpus", dtype="int64")[1].dtype == np.int64
+    assert "61 sequences" in repr(tokens)
+    with pytest.raises(IndexError, match=r"Index 61 is out of range for the 61 sequences"):
+        tokens[61]
+
+
+def test_a_token_file_is_written_in_blocks_of_sequences(tmp_path):
+    sequences = _tokens(200)
+    with TokenFileWriter(tmp_path / "corpus", dtype="uint16") as writer:
+        writer.write_concatenated(np.concatenate(sequences[:150]), [len(s) for s in sequences[:150]])
+        for sequence in sequences[150:]:
+            writer.write(sequence)
+    tokens = TokenFile(tmp_path / "corpus")
+    assert [t.tolist() for t in tokens.__getitems__(range(200))] == [
+        s.tolist() for s in sequences
+    ]
+
+
+def test_bad_token_files_are_errors_that_name_the_file(tmp_path):
+    path = tmp_path / "corpus"
+    write_token_file(path, _tokens(), dtype="uint16")
+    with pytest.raises(FileNotFoundError, match=r"other\.idx does not exist"):
+        TokenFile(tmp_path / "other")
+    os.truncate(f"{path}.bin", os.path.getsize(f"{path}.bin") - 2)
+    with pytest.raises(ValueError, match=r"corpus\.bin hold .* bytes, but its index .* cut short"):
+        TokenFile(path)
+    write_token_file(path, _tokens(), dtype="uint16")
+    os.truncate(f"{path}.idx", os.path.getsize(f"{path}.idx") - 8)
+    with pytest.raises(ValueError, match=r"index .*corpus\.idx holds .* header promises 60 sequences .* cut short"):
+        TokenFile(path)
+    (tmp_path / "junk.idx").write_bytes(b"x" * 40)
+    (tmp_path / "junk.bin").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"junk\.idx is not a token file's index"):
+        TokenFile(tmp_path / "junk")
+    os.remove(f"{path}.bin")
+    write_token_file(path, _tokens(), dtype="uint16")
+    os.remove(f"{path}.bin")
+    with pytest.raises(FileNotFoundError, match=r"corpus\.bin do not exist"):
+        TokenFile(path)
+
+
+def test_a_token_outside_the_dtype_is_an_error_that_names_the_sequence(tmp_path):
+    sequences = [np.array([1, 2]), np.array([3, 70_000])]
+    with pytest.raises(ValueError, match=r"Sequence 1 holds the token id 70000, outside uint16"):
+        write_token_file(tmp_path / "corpus", sequences, dtype="uint16")
+    assert not os.path.exists(tmp_path / "corpus.bin")  # no half-written file
+    with pytest.raises(ValueError, match="stores uint16, uint32 or int32"):
+        TokenFileWriter(tmp_path / "c", dtype="float32")
+
+
+def test_the_lengths_pass_reads_once_and_caches_next_to_the_files(tmp_path):
+    sequences = _tokens()
+    path = tmp_path / "corpus"
+    write_token_file(path, sequences, dtype="int32")
+
+    class Unindexed(ListSource):
+        """A source of files that knows no lengths (as an ArrayRecord file)."""
+
+        paths = [f"{path}.bin"]
+
+    builder = kerasbatch.BucketBuilder(boundaries=[10, 20], batch_size=4, seed=1)
+    source = Unindexed(sequences)
+    dataset = builder.build(source, engine="grain")
+    # The lengths pass; element 0 is read once more, for the structure.
+    assert source.reads.tolist() == [2] + [1] * (len(sequences) - 1)
+    np.testing.assert_array_equal(builder.lengths, [len(s) for s in sequences])
+    assert len(os.listdir(tmp_path / random_access.CACHE_DIRECTORY)) == 1
+    source = Unindexed(sequences)
+    again = kerasbatch.BucketBuilder(boundaries=[10, 20], batch_size=4, seed=1)
+    cached = again.build(source, engine="grain")
+    assert source.reads.tolist() == [1] + [0] * (len(sequences) - 1)  # the cache
+    assert _digest(cached, 1) == _digest(dataset, 1)
+    assert source.reads.tolist() == [2] + [1] * (len(sequences) - 1)  # one epoch
+
+
+def test_only_the_batches_rows_are_read():
+    sequences = _tokens(100)
+    source = ListSource(sequences)
+    builder = kerasbatch.BucketBuilder(boundaries=[10], batch_size=5, seed=3)
+    dataset = builder.build(source, lengths=[len(s) for s in sequences], engine="grain")
+    source.reads[:] = 0  # element 0 was read for the structure
+    iterator = iter(dataset)
+    first = next(iterator)
+    assert source.reads.sum() == len(first)
+    np.testing.assert_array_equal(
+        np.flatnonzero(source.reads), np.sort(builder.plan(0).indices[: len(first)])
+    )
+
+
+def test_a_source_that_disagrees_with_its_lengths_names_the_element():
+    sequences = _tokens(20)
+    lengths = [len(s) for s in sequences]
+    lengths[7] += 1
+    builder = kerasbatch.PaddedBuilder(batch_size=20, shuffle=False)
+    dataset = builder.build(ListSource(sequences), lengths=lengths, engine="python")
+    with pytest.raises(ValueError, match=r"The source of x element 7's x has length \d+, but its lengths say"):
+        next(iter(dataset))
+    with pytest.raises(ValueError, match=r"lengths has 19 entries, but The source of x has 20"):
+        builder.build(ListSource(sequences), lengths=lengths[:-1], engine="python")
+    with pytest.raises(ValueError, match=r"lengths\[2\] is negative"):
+        builder.build(ListSource(sequences), lengths=[1, 1, -1] + lengths[3:], engine="python")
+    with pytest.raises(ValueError, match=r"lengths names the components \[.y.\], but The source of x.s elements have no such array"):
+        builder.build(ListSource(sequences), lengths={"y": lengths}, engine="python")
+
+
+def test_elements_that_differ_from_element_0_are_errors_that_name_them():
+    sequences = _tokens(20)
+    bad_dtype = sequences[:5] + [sequences[5].astype(np.int64)] + sequences[6:]
+    with pytest.raises(ValueError, match=r"1 of the 20 elements .*5: The source of x element 5's x has dtype int64, but element 0's has int32"):
+        kerasbatch.PaddedBuilder(batch_size=4).build(ListSource(bad_dtype), engine="python")
+    bad_rank = sequences[:3] + [sequences[3][:, None]] + sequences[4:]
+    with pytest.raises(ValueError, match=r"element 3's x has shape \(\d+, 1\), but element 0's has \(length, \)"):
+        kerasbatch.PaddedBuilder(batch_size=4).build(ListSource(bad_rank), engine="python")
+    pairs = [(s, np.int32(1)) for s in sequences]
+    pairs[9] = {"tokens": sequences[9]}
+    with pytest.raises(ValueError, match=r"element 9 has no x, which element 0 has"):
+        kerasbatch.PaddedBuilder(batch_size=4).build(ListSource(pairs), engine="python")
+
+
+def test_unreadable_elements_are_counted_and_named():
+    sequences = _tokens(30)
+    source = ListSource(sequences, broken=(4, 11, 12))
+    with pytest.raises(ValueError, match=r"^3 of the 30 elements could not be read .*\(4: The source of x element 4 could not be read: OSError: bad block at element 4; 11: .*; 12: .*\)\. Nothing was built"):
+        kerasbatch.PaddedBuilder(batch_size=4).build(source, engine="python")
+    # Lengths given: the element is named when its batch reads it.
+    source = ListSource(sequences, broken=(4,))
+    dataset = kerasbatch.PaddedBuilder(batch_size=30, shuffle=False).build(
+        source, lengths=[len(s) for s in sequences], engine="grain"
+    )
+    with pytest.raises(OSError, match="The source of x element 4 could not be read: OSError: bad block"):
+        next(iter(dataset))
+
+
+def test_lengths_and_read_threads_are_for_sources_only():
+    with pytest.raises(ValueError, match="lengths is for a random-access source"):
+        kerasbatch.PaddedBuilder(batch_size=2).build(_tokens(), lengths=[1] * 60)
+    with pytest.raises(ValueError, match="read_threads is for a random-access source"):
+        kerasbatch.PaddedBuilder(batch_size=2).build(_tokens(), read_threads=2)
+    with pytest.raises(ValueError, match="read_threads must be a positive int"):
+        kerasbatch.PaddedBuilder(batch_size=2).build(ListSource(_tokens()), read_threads=0)
+    pairs = ListSource([(s, np.int32(0)) for s in _tokens()])
+    with pytest.raises(ValueError, match="The source of x gives y in its"):
+        kerasbatch.PaddedBuilder(batch_size=2).build(pairs, np.zeros(60), engine="python")
+
+
+def test_the_tf_data_engine_reads_a_source_in_its_pipeline(tmp_path):
+    tokens = write_token_file(tmp_path / "corpus", _tokens(64), dtype="int32")
+    labels = np.arange(64, dtype=np.int32) % 2
+    builder = kerasbatch.BucketBuilder(boundaries=[10], batch_size=8, seed=0)
+    dataset = builder.build(tokens, labels, engine="tf.data")
+    x_spec, y_spec = dataset.element_spec
+    assert x_spec.shape.as_list() == [None, None] and y_spec.shape.as_list() == [None]
+    memory = kerasbatch.BucketBuilder(boundaries=[10], batch_size=8, seed=0)
+    assert _digest(dataset) == _digest(memory.build(list(tokens.__getitems__(range(64))), labels))
+
+
+@pytest.mark.parametrize("engine", records.ENGINES)
+def test_fit_reads_a_token_file(tmp_path, engine):
+    tokens = write_token_file(tmp_path / "corpus", _tokens(64, high=50), dtype="uint16")
+    labels = np.arange(64, dtype=np.int32) % 2
+    builder = kerasbatch.BucketBuilder(
+        boundaries=[10, 20], batch_size=8, seed=0, pad_to_bucket=True, max_length=32
+    )
+    train = builder.build(TokenFile(tokens.path, dtype="int32"), labels, engine=engine)
+    model = keras.Sequential(
+        [
+            keras.layers.Embedding(50, 4, mask_zero=True),
+            keras.layers.GlobalAveragePooling1D(),
+            keras.layers.Dense(2),
+        ]
+    )
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(train, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2
+    assert np.isfinite(history.history["loss"]).all()
+    assert builder.last_started_epoch == 1
