@@ -44,8 +44,10 @@ def sequence_lengths(role, value):
     lengths = {}
     for key, part in parts:
         if isinstance(part, list):
-            name = role if key is None else (
-                f"sample_weight[{key}]" if role == "sample_weight" else key
+            name = (
+                role
+                if key is None
+                else (f"sample_weight[{key}]" if role == "sample_weight" else key)
             )
             lengths[name] = np.array([len(s) for s in part], np.int64)
     return lengths
@@ -69,7 +71,9 @@ def as_source(args, kwargs):
     if not all(convertible(v) for v in given.values()):
         return None
     roles = [r for r in ROLES if given.get(r) is not None]
-    count = len(next(iter(given["x"].values())) if isinstance(given["x"], dict) else given["x"])
+    count = len(
+        next(iter(given["x"].values())) if isinstance(given["x"], dict) else given["x"]
+    )
     elements = [
         tuple(element_of(given[r], i) for r in roles)
         if len(roles) > 1

@@ -210,13 +210,17 @@ class SourceReader:
                 f"{label} has no {field.where}, which element 0 has: every "
                 "element needs the same structure."
             ) from None
-        shape = value.shape[1:] if field.is_sequence else value.shape
-        if (value.ndim > 0) != field.is_sequence or shape != field.trailing_shape:
+        if field.is_sequence:
+            fits = value.ndim > 0 and value.shape[1:] == field.trailing_shape
+            expected = "(length" + "".join(f", {n}" for n in field.trailing_shape) + ")"
+        else:
+            fits = value.shape == field.trailing_shape
+            expected = str(field.trailing_shape)
+        if not fits:
             raise ValueError(
                 f"{label}'s {field.where} has shape {value.shape}, but element "
-                f"0's has {'(length, ' if field.is_sequence else '('}"
-                f"{', '.join(map(str, field.trailing_shape))}): every element "
-                "needs the same rank and trailing shape."
+                f"0's has {expected}: every element needs the same rank and "
+                "trailing shape."
             )
         if value.dtype != field.dtype:
             raise ValueError(

@@ -25,7 +25,15 @@ class ReadByIndex:
     def __init__(self, served):
         self.served = served
         self.built = served.built
-        self.make = numpy_planned.batch_function(served.built)
+        try:
+            self.make = numpy_planned.batch_function(served.built)
+        except ValueError as error:  # what only a graph of tensors batches
+            raise ValueError(
+                f"{str(error).split(', which only')[0]}, which needs the data "
+                "in memory: data read by index from a source is batched in "
+                "numpy, on every engine. Read the data into memory, or use "
+                "the built-in reducers."
+            ) from None
         self.num_batches = None
 
     def batch_function(self, replicas):
@@ -81,10 +89,9 @@ def leaf_shapes(batch, data):
             component = components.get(key)
             leaf = np.asarray(leaf)
             known = sequence.get(component.name) is False if component else False
-            shape = [None] + [
-                None if axis == 1 and not known else size
+            shape = [
+                None if axis == 0 or (axis == 1 and not known) else size
                 for axis, size in enumerate(leaf.shape)
-                if axis
             ]
             shapes.append(shape)
     return shapes
