@@ -17,6 +17,7 @@ bit, as those of the same data in memory.
 """
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -239,6 +240,23 @@ class SourceReader:
         return value
 
 
+#: The elements this thread may read (`reading_only`), or None: all.
+_ONLY = threading.local()
+
+
+@contextlib.contextmanager
+def reading_only(elements):
+    """Within the block, this thread reads only `elements` of any source:
+    the values of every other element read as zeros (rows that another
+    JAX process feeds, and that this one leaves out of its part)."""
+    before = getattr(_ONLY, "elements", None)
+    _ONLY.elements = np.unique(elements)
+    try:
+        yield
+    finally:
+        _ONLY.elements = before
+
+
 class SourceValues:
     """A component's values, read from its source when indexed.
 
@@ -274,7 +292,7 @@ class SourceValues:
         else:
             elements = positions
         unique, inverse = np.unique(elements, return_inverse=True)
-        arrays = self.reader.read(unique)[self.field.name]
+        arrays = self._read(unique)
         if not self.field.is_sequence:
             return np.stack(arrays)[inverse.reshape(positions.shape)]
         lengths = np.fromiter(map(len, arrays), np.int64, len(arrays))
@@ -282,6 +300,27 @@ class SourceValues:
         values = np.concatenate(arrays)
         local = positions - self.row_splits[elements] + local_starts[inverse]
         return values[local]
+
+    def _read(self, elements):
+        """The arrays of `elements`; zeros for those `reading_only` leaves out."""
+        only = getattr(_ONLY, "elements", None)
+        if only is None:
+            return self.reader.read(elements)[self.field.name]
+        kept = np.isin(elements, only)
+        arrays = iter(self.reader.read(elements[kept])[self.field.name])
+        if self.field.is_sequence:
+            lengths = self.row_splits[elements + 1] - self.row_splits[elements]
+        else:
+            lengths = [None] * len(elements)
+        return [
+            next(arrays)
+            if keep
+            else np.zeros(
+                (() if length is None else (int(length),)) + self.field.trailing_shape,
+                self.dtype,
+            )
+            for keep, length in zip(kept, lengths, strict=True)
+        ]
 
 
 class SourceComponent(sources.Component):

@@ -28,9 +28,12 @@ def part_of(batch, index, count):
     parts)."""
     if count == 1:
         return batch
+    if isinstance(batch, list):  # a list of rows
+        return _rows(batch, index, count)
     return keras.tree.map_structure(lambda array: _rows(array, index, count), batch)
 
 
 def _rows(array, index, count):
+    """Part `index` of `count` of `array` (or a list) along its first axis."""
     part = len(array) // count
     return array[index * part : (index + 1) * part]

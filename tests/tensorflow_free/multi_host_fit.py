@@ -1,11 +1,13 @@
 """Run by `test_multi_host.py`: one of N JAX processes on loopback.
 
-    python multi_host_fit.py ENGINE PORT INDEX COUNT OUT
+    python multi_host_fit.py ENGINE PORT INDEX COUNT OUT [TOKEN_FILE]
 
 Joins the coordinator at 127.0.0.1:PORT as process INDEX of COUNT, builds
 the same dataset as every other process, trains a `DataParallel` model on
 it for two epochs (a real multi-process `model.fit`), and writes the
-tokens of every batch part it fed (`OUT.npz`). Imports no TensorFlow.
+tokens of every batch part it fed (`OUT.npz`). With TOKEN_FILE, the data
+is read by index from that token file, and `OUT.npz` also counts the
+sequences this process read. Imports no TensorFlow.
 """
 
 import os
@@ -15,7 +17,7 @@ os.environ["KERAS_BACKEND"] = "jax"
 
 import jax  # noqa: E402
 
-engine, port, index, count, out = sys.argv[1:]
+engine, port, index, count, out, *token_file = sys.argv[1:]
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
 jax.distributed.initialize(
     coordinator_address=f"127.0.0.1:{port}",
@@ -29,6 +31,7 @@ import numpy as np  # noqa: E402
 from test_fit_on_numpy_engines import LENGTHS, sequences, trained  # noqa: E402
 
 import kerasbatch  # noqa: E402
+import kerasbatch.io  # noqa: E402
 
 # kerasbatch feeds each process its part: Keras must not shard it again.
 keras.distribution.set_distribution(
@@ -37,9 +40,23 @@ keras.distribution.set_distribution(
 builder = kerasbatch.BucketBuilder(
     num_buckets=3, batch_size=8, batch_multiple=2, seed=5, remainder="pad"
 )
-train = builder.build(
-    sequences(LENGTHS), np.zeros(len(LENGTHS), "float32"), engine=engine
-)
+if token_file:
+
+    class CountedReads(kerasbatch.io.TokenFile):
+        """A token file that counts the sequences read."""
+
+        reads = 0
+
+        def __getitems__(self, indices):
+            CountedReads.reads += len(indices)
+            return super().__getitems__(indices)
+
+    data = CountedReads(token_file[0])
+else:
+    data = sequences(LENGTHS)
+train = builder.build(data, np.zeros(len(LENGTHS), "float32"), engine=engine)
+if token_file:
+    CountedReads.reads = 0  # after element 0, read for the structure
 parts = []
 keras.utils.set_random_seed(0)  # the same initial weights on every process
 model = keras.Sequential(
@@ -57,6 +74,7 @@ for epoch in (0, 1):
         parts.extend(trained(batch) for batch in train)
     else:
         parts.extend(trained(train[k]) for k in range(len(train)))
+loop_reads = CountedReads.reads if token_file else -1
 builder.set_epoch(0)
 history = model.fit(
     train,
@@ -70,6 +88,7 @@ history = model.fit(
 np.savez(
     out,
     count=len(parts),
+    reads=loop_reads,
     loss=np.array(history.history["loss"]),
     efficiency=np.array(history.history["padding_efficiency"]),
     **{f"part{k}": part for k, part in enumerate(parts)},

@@ -1,6 +1,6 @@
 """Run by `test_resume.py`: a `model.fit` that a kill interrupts mid-epoch.
 
-    python resumed_fit.py ENGINE DIR full         3 epochs, uninterrupted
+    python resumed_fit.py ENGINE DIR full [disk]  3 epochs, uninterrupted
     python resumed_fit.py ENGINE DIR interrupted  kills itself (SIGKILL)
                                                   after step KILL_AT of
                                                   epoch 1
@@ -8,7 +8,8 @@
                                                   restores the backup and
                                                   trains to the last epoch
 
-Every run trains a tiny model with `kerasbatch.callbacks.BackupAndRestore`
+With `disk`, the data is read by index from a token file in DIR (written
+by the first run). Every run trains a tiny model with `kerasbatch.callbacks.BackupAndRestore`
 (a backup every `SAVE_EVERY` batches) and appends the tokens of every batch
 it trains to `DIR/<phase>.jsonl`, flushed as it goes; at the end it writes
 the weights, the epochs the fit ran and the number of "ran out of data"
@@ -26,6 +27,7 @@ import numpy as np
 from test_fit_on_numpy_engines import LENGTHS, Recorder, sequences
 
 import kerasbatch
+import kerasbatch.io
 
 SAVE_EVERY = 2
 KILL_AT = 3  # steps of epoch 1 (0-based); the last backup was after step 1
@@ -54,12 +56,16 @@ class Log(keras.callbacks.Callback):
         self.file.close()
 
 
-def main(engine, directory, phase):
+def main(engine, directory, phase, data="memory"):
     keras.utils.set_random_seed(0)
     builder = kerasbatch.BucketBuilder(num_buckets=3, batch_size=4, seed=3)
-    train = builder.build(
-        sequences(LENGTHS), np.zeros(len(LENGTHS), "float32"), engine=engine
-    )
+    x = sequences(LENGTHS)
+    if data == "disk":
+        path = os.path.join(directory, "corpus")
+        if not os.path.exists(f"{path}.idx"):
+            kerasbatch.io.write_token_file(path, x, dtype="int32")
+        x = kerasbatch.io.TokenFile(path)
+    train = builder.build(x, np.zeros(len(LENGTHS), "float32"), engine=engine)
     model = Recorder()
     model(np.zeros((1, 1), "int32"))  # built, as BackupAndRestore requires
     model.compile(optimizer=keras.optimizers.Adam(0.01), run_eagerly=True)

@@ -12,8 +12,10 @@ import pytest
 from test_fit_on_numpy_engines import LENGTHS, sequences, trained
 
 import kerasbatch
+import kerasbatch.io
 from kerasbatch.builders import builder_of
 from kerasbatch.engines.numpy.planned import PlannedBatches
+from kerasbatch.engines.processes import part_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROCESSES = 2
@@ -25,10 +27,16 @@ def free_port():
         return probe.getsockname()[1]
 
 
-@pytest.mark.parametrize("engine", ["grain", "python"])
-def test_each_process_feeds_its_part_of_every_global_batch(engine, tmp_path):
+@pytest.mark.parametrize(
+    "engine, on_disk", [("grain", False), ("python", False), ("grain", True)]
+)
+def test_each_process_feeds_its_part_of_every_global_batch(engine, on_disk, tmp_path):
     pytest.importorskip("jax")
     port = free_port()
+    token_file = []
+    if on_disk:  # read by index: each process reads its rows only
+        token_file = [str(tmp_path / "corpus")]
+        kerasbatch.io.write_token_file(token_file[0], sequences(LENGTHS), "int32")
     workers = [
         subprocess.Popen(
             [
@@ -39,6 +47,7 @@ def test_each_process_feeds_its_part_of_every_global_batch(engine, tmp_path):
                 str(index),
                 str(PROCESSES),
                 str(tmp_path / f"process{index}.npz"),
+                *token_file,
             ],
             cwd=HERE,
             env={**os.environ, "PYTHONPATH": HERE, "KERAS_BACKEND": "jax"},
@@ -73,6 +82,20 @@ def test_each_process_feeds_its_part_of_every_global_batch(engine, tmp_path):
         parts = [process[f"part{step}"] for process in fed]
         assert all(part.shape == parts[0].shape for part in parts)  # lock-step
         np.testing.assert_array_equal(np.concatenate(parts), whole)
+    if on_disk:
+        # Each process read the elements of its rows only, once per batch:
+        # about half of them.
+        reads = [int(process["reads"]) for process in fed]
+        expected = [0] * PROCESSES
+        for step in range(2 * steps):
+            epoch, k = divmod(step, steps)
+            rows = batches._make.row_elements(batches._served.plan(epoch), k)
+            for index in range(PROCESSES):
+                part = part_of(rows, index, PROCESSES)
+                expected[index] += len(np.unique(np.concatenate(part)))
+        assert reads == expected
+        for read in reads:
+            assert 0.4 * sum(reads) <= read <= 0.6 * sum(reads), reads
     # One model: both processes log the same losses and padding efficiency.
     np.testing.assert_array_equal(fed[0]["loss"], fed[1]["loss"])
     np.testing.assert_allclose(

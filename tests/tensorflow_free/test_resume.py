@@ -15,9 +15,9 @@ from resumed_fit import KILL_AT, SAVE_EVERY
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run(engine, directory, phase):
+def run(engine, directory, phase, data):
     return subprocess.run(
-        [sys.executable, "resumed_fit.py", engine, str(directory), phase],
+        [sys.executable, "resumed_fit.py", engine, str(directory), phase, data],
         cwd=HERE,
         capture_output=True,
         text=True,
@@ -31,13 +31,16 @@ def trained(directory, phase):
         return [json.loads(line) for line in file]
 
 
-@pytest.mark.parametrize("engine", ["python", "grain"])
-def test_a_killed_fit_resumes_with_the_uninterrupted_batches(engine, tmp_path):
-    full = run(engine, tmp_path, "full")
+@pytest.mark.parametrize(
+    "engine, data",
+    [("python", "memory"), ("grain", "memory"), ("python", "disk"), ("grain", "disk")],
+)
+def test_a_killed_fit_resumes_with_the_uninterrupted_batches(engine, data, tmp_path):
+    full = run(engine, tmp_path, "full", data)
     assert full.returncode == 0, full.stderr[-3000:]
-    killed = run(engine, tmp_path, "interrupted")
+    killed = run(engine, tmp_path, "interrupted", data)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    resumed = run(engine, tmp_path, "resumed")
+    resumed = run(engine, tmp_path, "resumed", data)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
     uninterrupted = trained(tmp_path, "full")

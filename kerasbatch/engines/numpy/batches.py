@@ -64,6 +64,13 @@ class BatchFunction:
             model_inputs=self.model_inputs,
         )
 
+    def row_elements(self, plan, index):
+        """The elements that every fed row of batch `index` reads (one
+        array per row; a filler row reads the first row's)."""
+        start, end = plan.batch_splits[index], plan.batch_splits[index + 1]
+        rows = [plan.indices[i : i + 1] for i in range(start, end)]
+        return rows + rows[:1] * (int(plan.batch_rows[index]) - len(rows))
+
     def gather(self, component, indices):
         """The rows `indices` of a per-example component."""
         return component.values[indices]

@@ -15,6 +15,9 @@ class ChunkBatchFunction(batches.BatchFunction):
         self.table = built.prepared.layout.table
         self.chunk_context = built.prepared.layout.context
 
+    def row_elements(self, plan, index):
+        return [self.table.sequence[row] for row in super().row_elements(plan, index)]
+
     def gather(self, component, indices):
         return component.values[self.table.sequence[indices]]
 

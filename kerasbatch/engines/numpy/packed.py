@@ -16,6 +16,14 @@ class PackRows(packed_rows.PackedRowsSettings):
     """`kerasbatch.engines.tf_data.packed.PackRows` in numpy: batch `index`
     of a `PackedPlan`."""
 
+    def row_elements(self, plan, index):
+        """The elements packed into every fed row of batch `index` (a
+        filler row copies the first row's)."""
+        first_row, end_row = plan.batch_splits[index], plan.batch_splits[index + 1]
+        splits = plan.row_splits[first_row : end_row + 1]
+        rows = [plan.indices[a:b] for a, b in zip(splits[:-1], splits[1:], strict=True)]
+        return rows + rows[:1] * (int(plan.batch_rows[index]) - len(rows))
+
     def __call__(self, plan, index):
         first_row, end_row = plan.batch_splits[index], plan.batch_splits[index + 1]
         row_splits = plan.row_splits[first_row : end_row + 1]

@@ -5,6 +5,9 @@ is made from the plan of `e` by the batch function of the built value's
 kind of batches (`batches`, `packed`, `chunks`, `windows`).
 """
 
+import numpy as np
+
+from kerasbatch.data import random_access
 from kerasbatch.engines import processes
 from kerasbatch.engines.numpy import batches, chunks, packed, windows
 
@@ -47,6 +50,7 @@ class PlannedBatches:
     def __init__(self, served):
         self._served = served
         self._make = batch_function(served.built)
+        self._reads_by_index = served.built.prepared.data.reads_by_index
         self.num_batches = served.plan(0).num_batches
         served.built.check_has_batches(self.num_batches)
         self.process, self.processes = processes.jax_processes()
@@ -59,6 +63,15 @@ class PlannedBatches:
 
     def batch(self, epoch, index):
         """Batch `index` of `epoch` (its element, numpy arrays): this
-        process's part of it."""
-        batch = self._make(self._served.plan(epoch), index)
+        process's part of it. Data read by index from a source: only the
+        elements of this process's rows are read."""
+        plan = self._served.plan(epoch)
+        if self.processes == 1 or not self._reads_by_index:
+            batch = self._make(plan, index)
+        else:
+            rows = processes.part_of(
+                self._make.row_elements(plan, index), self.process, self.processes
+            )
+            with random_access.reading_only(np.concatenate(rows)):
+                batch = self._make(plan, index)
         return processes.part_of(batch, self.process, self.processes)
