@@ -153,14 +153,15 @@ def check_shapes_for_keras(engine, lengths_vary):
     shapes from its first 2 batches (`data_adapter_utils`, Keras 3.15) and
     fails on a later batch of another length, inside its `tf.data`
     pipeline. Iterating the dataset in Python is not affected.
-    `lengths_vary`: whether the batches' sequence lengths may differ."""
+    `lengths_vary()`: whether the batches' sequence lengths may differ
+    (called on the TensorFlow backend only: it plans epochs)."""
     import warnings
 
     import keras
 
-    if in_graph(engine) or not lengths_vary:
+    if in_graph(engine) or keras.backend.backend() != "tensorflow":
         return
-    if keras.backend.backend() != "tensorflow":
+    if not lengths_vary():
         return
     warnings.warn(
         f"On the TensorFlow backend, Keras reads the batch shapes of a "

@@ -37,7 +37,7 @@ def available():
 def planned(built, epoch=0):
     """A Grain `IterDataset` of the batches of `built` (a
     `kerasbatch.planning.built.Built`); its next iteration yields `epoch`."""
-    engines.check_shapes_for_keras("grain", built.lengths_vary())
+    engines.check_shapes_for_keras("grain", built.lengths_vary)
     served = served_lib.Served(built, "grain", epoch_state.EpochState(epoch))
     return served_lib.serve(PlannedIterDataset(served), served)
 
@@ -46,7 +46,7 @@ def stream(built, epoch=0):
     """A Grain `IterDataset` of the batches of the stream `built` (a
     `kerasbatch.planning.built.StreamBuilt`); its next iteration yields
     `epoch`."""
-    engines.check_shapes_for_keras("grain", built.lengths_vary())
+    engines.check_shapes_for_keras("grain", built.lengths_vary)
     served = served_lib.StreamServed(built, "grain", epoch_state.EpochState(epoch))
     return served_lib.serve(StreamDataset(served), served)
 

@@ -64,7 +64,7 @@ def planned(built, epoch=0, **options):
     `kerasbatch.planning.built.Built`); its next iteration yields `epoch`.
     `options`: `workers`, `use_multiprocessing` and `max_queue_size` (see
     `PlannedPyDataset`)."""
-    engines.check_shapes_for_keras("python", built.lengths_vary())
+    engines.check_shapes_for_keras("python", built.lengths_vary)
     served = served_lib.Served(built, "python", epoch_state.EpochState(epoch))
     return served_lib.serve(PlannedPyDataset(served, **options), served)
 
@@ -81,7 +81,7 @@ def stream(built, epoch=0):
             "or use engine='grain', with which Keras learns the number of "
             "steps in the first epoch."
         )
-    engines.check_shapes_for_keras("python", built.lengths_vary())
+    engines.check_shapes_for_keras("python", built.lengths_vary)
     served = served_lib.StreamServed(built, "python", epoch_state.EpochState(epoch))
     return served_lib.serve(StreamDataset(served), served)
 

@@ -20,7 +20,7 @@ the loader configuration's `target_batch_size` and `padding` or by a
 use (where it is missing, an ImportError says so).
 
 `TokenFile` and `TokenFileWriter` read and write a flat token file (token
-ids plus an index of offsets, memory-mapped): a random-access source that
+ids plus an index of offsets, read by positioned reads): a random-access source that
 every builder reads by index. They need NumPy only.
 """
 

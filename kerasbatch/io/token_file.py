@@ -1,5 +1,5 @@
 """A flat token file: every sequence's token ids in one binary array, plus an
-index of offsets, read by index through a memory map.
+index of offsets, read by index.
 
 The layout of the LLM pipelines' indexed datasets (Megatron-LM's
 `.bin`/`.idx` pair, nanoGPT's `.bin` files): `<path>.bin` holds the tokens of
@@ -7,8 +7,10 @@ all sequences back to back, little-endian, in one dtype (`uint16`, `uint32`
 or `int32`); `<path>.idx` holds a 24-byte header (the 8 bytes
 `KBTOKIDX`, the format version and dtype code as uint32, the number of
 sequences as uint64) then `count + 1` int64 offsets into the tokens.
-Reading sequence `i` reads its tokens only; the lengths are the offsets'
-differences, known without reading any token. Needs NumPy only.
+Reading sequence `i` reads its tokens only (one positioned read, `pread`:
+no memory map, so that the reader's memory does not grow with the tokens
+it has read); the lengths are the offsets' differences, known without
+reading any token. Needs NumPy only.
 """
 
 import os
@@ -231,7 +233,26 @@ class TokenFile:
         header, self.offsets = _read_index(self.index_path)
         self.stored_dtype = DTYPES[int(header["dtype"])]
         self.dtype = self.stored_dtype if dtype is None else np.dtype(dtype)
-        self._tokens = _map_tokens(self.tokens_path, self.stored_dtype, self.offsets)
+        _check_tokens(self.tokens_path, self.stored_dtype, self.offsets)
+        self._file = None
+
+    def __getstate__(self):  # a worker process opens the file itself
+        return {**self.__dict__, "_file": None}
+
+    def _read(self, start, end):
+        """Tokens `[start, end)`: read from the file (no memory map: the
+        process's memory does not grow with the tokens read)."""
+        if self._file is None:
+            self._file = open(self.tokens_path, "rb", buffering=0)  # noqa: SIM115
+        size = self.stored_dtype.itemsize
+        data = os.pread(self._file.fileno(), int(end - start) * size, int(start) * size)
+        if len(data) != (end - start) * size:
+            raise ValueError(
+                f"The token file's tokens {self.tokens_path} end at byte "
+                f"{int(start) * size + len(data)}, before the {int(end)} tokens "
+                "its index says: the file was cut short after it was opened."
+            )
+        return np.frombuffer(data, self.stored_dtype).astype(self.dtype)
 
     @property
     def paths(self):
@@ -257,17 +278,13 @@ class TokenFile:
 
     def __getitem__(self, index):
         index = self._checked(int(index))
-        start, end = self.offsets[index], self.offsets[index + 1]
-        return np.array(self._tokens[start:end], dtype=self.dtype)
+        return self._read(self.offsets[index], self.offsets[index + 1])
 
     def __getitems__(self, indices):
-        """The sequences `indices` (a list of arrays), read in one pass."""
+        """The sequences `indices` (a list of arrays)."""
         indices = [self._checked(int(index)) for index in indices]
         starts, ends = self.offsets[indices], self.offsets[np.add(indices, 1)]
-        return [
-            np.array(self._tokens[start:end], dtype=self.dtype)
-            for start, end in zip(starts, ends, strict=True)
-        ]
+        return [self._read(a, b) for a, b in zip(starts, ends, strict=True)]
 
     def __repr__(self):
         return (
@@ -301,7 +318,7 @@ def _read_index(path):
             f"{'cut short' if size < expected else 'longer than written'} "
             "(an interrupted write?)."
         )
-    offsets = np.memmap(path, "<i8", "r", offset=_HEADER.itemsize, shape=(count + 1,))
+    offsets = np.fromfile(path, "<i8", count=count + 1, offset=_HEADER.itemsize)
     steps = np.diff(offsets)
     if offsets[0] != 0 or (steps < 0).any():
         at = 0 if offsets[0] != 0 else int(np.flatnonzero(steps < 0)[0]) + 1
@@ -312,9 +329,8 @@ def _read_index(path):
     return header, offsets
 
 
-def _map_tokens(path, dtype, offsets):
-    """The tokens of `path` as a read-only memory map, checked against the
-    index's last offset."""
+def _check_tokens(path, dtype, offsets):
+    """Raises unless the tokens file `path` holds the tokens the index says."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"The token file's tokens {path} do not exist.")
     size = os.path.getsize(path)
@@ -325,6 +341,3 @@ def _map_tokens(path, dtype, offsets):
             f"says {int(offsets[-1])} {dtype.name} tokens ({expected} bytes): "
             f"the file is {'cut short' if size < expected else 'longer than indexed'}."
         )
-    if not expected:
-        return np.zeros(0, dtype)
-    return np.memmap(path, dtype, "r", shape=(int(offsets[-1]),))

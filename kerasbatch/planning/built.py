@@ -140,11 +140,11 @@ class Built(_BuiltValue):
         (packed rows never do)."""
         if self.batches == "packed":
             return False
-        return any(
-            len(np.unique(self.plan(epoch).padded_lengths[:, column])) > 1
-            for epoch in (0, 1)
-            for column in range(self.plan(epoch).padded_lengths.shape[1])
-        )
+        for epoch in (0, 1):
+            padded = self.plan(epoch).padded_lengths
+            if any(len(np.unique(column)) > 1 for column in padded.T):
+                return True
+        return False
 
     def check_has_batches(self, num_batches):
         """Raises if an epoch has no batch."""
