@@ -33,7 +33,7 @@ NEEDS_MEMORY = {
 }
 
 
-def _digest(dataset, epochs=2):
+def _digest(dataset, epochs=1):
     digest = hashlib.sha256(f"len={len(dataset)}".encode())
     for epoch in range(epochs):
         for index, batch in enumerate(dataset):
@@ -70,7 +70,7 @@ def test_a_source_gives_the_batches_of_the_data_in_memory(name, engine):
     # A batch reads each of its rows' elements once: no more reads than
     # the plans' rows, plus element 0 read once for the structure (and on
     # tf.data, batch 0 once for the pipeline's element spec).
-    plans = [builder.plan(epoch) for epoch in range(2)]
+    plans = [builder.plan(0)]
     first = plans[0].batch_splits[1]
     if hasattr(plans[0], "row_splits"):  # packed rows: the elements of batch 0
         first = plans[0].row_splits[first]
@@ -292,9 +292,8 @@ def test_the_tf_data_engine_reads_a_source_in_its_pipeline(tmp_path):
     x_spec, y_spec = dataset.element_spec
     assert x_spec.shape.as_list() == [None, None] and y_spec.shape.as_list() == [None]
     memory = kerasbatch.BucketBuilder(boundaries=[10], batch_size=8, seed=0)
-    assert _digest(dataset) == _digest(
-        memory.build(list(tokens.__getitems__(range(64))), labels)
-    )
+    in_memory = memory.build(list(tokens.__getitems__(range(64))), labels)
+    assert _digest(dataset, 2) == _digest(in_memory, 2)
 
 
 @pytest.mark.parametrize("engine", records.ENGINES)

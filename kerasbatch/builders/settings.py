@@ -8,6 +8,7 @@ from kerasbatch.config import Configurable
 from kerasbatch.data import model_inputs as model_inputs_lib
 from kerasbatch.data import padding as padding_lib
 from kerasbatch.planning import built as built_lib
+from kerasbatch.planning import orders
 from kerasbatch.planning import plan as plan_lib
 from kerasbatch.planning import remainders as remainders_lib
 
@@ -253,7 +254,10 @@ class Settings(Configurable):
 
     def _apply_overflow(self, lengths):
         """Returns `(candidate indices, cut limit, number dropped)`."""
-        everything = np.arange(len(lengths), dtype=np.int64)
+        # int32 where the indices fit: 4 bytes an element less.
+        everything = orders.compact(
+            np.arange(len(lengths), dtype=orders.index_dtype(len(lengths)))
+        )
         if self.max_length is None:
             return everything, plan_lib.NO_LIMIT, 0
         too_long = np.flatnonzero(lengths > self.max_length)

@@ -387,6 +387,9 @@ def from_source(source, role, lengths=None, threads=READ_THREADS, verbose="auto"
             "element needs at least one array with a first axis to plan."
         )
     given = _given_lengths(source, lengths, names, count, where)
+    # A source's own offsets (a token file's index) are its one sequence's
+    # row splits: shared, not made again.
+    offsets = getattr(source, "offsets", None) if lengths is None else None
     reader = SourceReader(source, fields, None, threads, where)
     if given is None:
         given = _lengths_pass(reader, names, count, verbose)
@@ -395,8 +398,11 @@ def from_source(source, role, lengths=None, threads=READ_THREADS, verbose="auto"
     for field in fields:
         if field.is_sequence:
             field_lengths = given[field.name]
-            row_splits = np.zeros(count + 1, np.int64)
-            np.cumsum(field_lengths, out=row_splits[1:])
+            if _are_row_splits(offsets, count) and len(names) == 1:
+                row_splits = offsets
+            else:
+                row_splits = np.zeros(count + 1, np.int64)
+                np.cumsum(field_lengths, out=row_splits[1:])
         else:
             field_lengths = row_splits = None
         values = SourceValues(reader, field, row_splits, count)
@@ -409,6 +415,16 @@ def from_source(source, role, lengths=None, threads=READ_THREADS, verbose="auto"
             else (*structure.get(field.role, ()), field.key)
         )
     return components, structure
+
+
+def _are_row_splits(offsets, count):
+    """Whether `offsets` are int64 row splits of `count` elements."""
+    return (
+        isinstance(offsets, np.ndarray)
+        and offsets.dtype == np.int64
+        and offsets.shape == (count + 1,)
+        and offsets[0] == 0
+    )
 
 
 def _given_lengths(source, lengths, names, count, where):

@@ -224,27 +224,44 @@ def bucket_layout(
     bucket_of = buckets.assign(cut_lengths)
     if truncate:
         element_limits = buckets.cut_limits(bucket_of, element_limits)
-    counts = np.bincount(bucket_of[candidates], minlength=buckets.num_buckets)
+    counts = np.zeros(buckets.num_buckets, np.int64)
+    for start in range(0, len(candidates), orders.CHUNK):
+        members = bucket_of[candidates[start : start + orders.CHUNK]]
+        counts += np.bincount(members, minlength=buckets.num_buckets)
+    longest = {}
+
+    def longest_of(name):
+        """The longest kept element of every bucket, in `name`."""
+        if name not in longest:
+            maxima = np.zeros(buckets.num_buckets, np.int64)
+            for start in range(0, len(candidates), orders.CHUNK):
+                members = candidates[start : start + orders.CHUNK]
+                kept = np.minimum(
+                    component_lengths[name][members], element_limits[members]
+                )
+                np.maximum.at(maxima, bucket_of[members], kept)
+            longest[name] = maxima
+        return longest[name]
+
     padded_lengths = []
     for bucket, bound in enumerate(buckets.bounds.tolist()):
-        members = candidates[bucket_of[candidates] == bucket]
-        if not len(members):
+        if not counts[bucket]:
             padded_lengths.append(0)
             continue
-
-        def longest_kept(name, members=members):
-            kept = np.minimum(component_lengths[name][members], element_limits[members])
-            return kept.max()
-
         padded_lengths.append(
-            longest_padding(paddings, bound, longest_kept, pad_to_multiple)
+            longest_padding(
+                paddings,
+                bound,
+                lambda name, bucket=bucket: longest_of(name)[bucket],
+                pad_to_multiple,
+            )
         )
     return BucketLayout(
         buckets=buckets,
         bucket_of=bucket_of,
         element_limits=element_limits,
         element_bounds=orders.compact(buckets.bounds)[bucket_of],
-        counts=counts.tolist(),
+        counts=[int(count) for count in counts],
         padded_lengths=padded_lengths,
     )
 

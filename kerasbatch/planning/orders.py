@@ -88,8 +88,27 @@ def hash31(seed, epoch, stream, count):
     key = mix64(np.array([seed], np.uint64)) ^ np.uint64(epoch)
     key = mix64(key) ^ np.uint64(stream)
     key = mix64(key)
-    values = mix64(key ^ np.arange(count, dtype=np.uint64))
-    return (values >> np.uint64(33)).astype(np.int64)
+    out = np.empty(count, np.int64)
+    for start in range(0, count, CHUNK):  # bounded temporaries
+        end = min(start + CHUNK, count)
+        values = mix64(key ^ np.arange(start, end, dtype=np.uint64))
+        out[start:end] = values >> np.uint64(33)
+    return out
+
+
+#: Elements per slice of the large per-element computations of a plan:
+#: their temporaries stay this small, whatever the number of elements.
+CHUNK = 1 << 20
+
+
+def chunk_splits(splits, size=CHUNK):
+    """Positions into `splits` (offsets of batches into elements) that cut
+    the batches into runs of about `size` elements each, whole batches."""
+    if len(splits) < 2:
+        return np.zeros(1, np.int64)
+    cuts = np.searchsorted(splits, np.arange(size, int(splits[-1]), size), "right") - 1
+    cuts = np.unique(np.concatenate([[0], cuts, [len(splits) - 1]]))
+    return cuts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,8 +183,8 @@ class EpochOrder:
                 group into its number of batches of equal capacity, at most
                 the batch size: fewer than one filler row per batch).
         """
-        units = np.asarray(units, np.int64)
-        groups = np.asarray(groups, np.int64)
+        units = np.asarray(units)
+        groups = np.asarray(groups)
         if len(batch_sizes) == 1:
             counts, sizes_of = [len(units)], batch_sizes
         else:
@@ -218,9 +237,11 @@ class EpochOrder:
         """int64 keys whose stable argsort orders the units of `epoch`."""
         if not self.shuffle_units:
             return self.groups
-        return self.groups.astype(np.int64) * MAX_GROUP + hash31(
-            seed, epoch, UNIT_STREAM, len(self.units)
-        )
+        keys = hash31(seed, epoch, UNIT_STREAM, len(self.units))
+        for start in range(0, len(keys), CHUNK):
+            group = self.groups[start : start + CHUNK].astype(np.int64)
+            keys[start : start + CHUNK] += group * MAX_GROUP
+        return keys
 
     def ordered_units(self, seed, epoch):
         """The units of `epoch`, sorted by group (and hash)."""
@@ -244,9 +265,20 @@ class EpochOrder:
         taken = self.batch_order(seed, epoch)
         sizes = self.sizes[taken]
         splits = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        offsets = np.repeat(self.starts[taken] - splits[:-1], sizes)
-        indices = ordered[np.arange(splits[-1]) + offsets].astype(np.int64)
-        return indices, splits
+        return gather_spans(ordered, self.starts[taken], splits), splits
+
+
+def gather_spans(values, starts, splits):
+    """int64 `values[starts[b]:starts[b] + size b]` for every batch b, one
+    after the other (`splits`: the batches' offsets into the result),
+    made slice by slice so that its temporaries stay small."""
+    out = np.empty(int(splits[-1]), np.int64)
+    cuts = chunk_splits(splits)
+    for first, end in zip(cuts[:-1], cuts[1:], strict=True):
+        local = splits[first : end + 1]
+        offsets = np.repeat(starts[first:end] - local[:-1], np.diff(local))
+        out[local[0] : local[-1]] = values[np.arange(local[0], local[-1]) + offsets]
+    return out
 
 
 #: The alignment at which TensorFlow reads a numpy buffer in place
@@ -263,6 +295,11 @@ def aligned_empty(shape, dtype):
     raw = np.empty(count * dtype.itemsize + ALIGNMENT, np.uint8)
     offset = -raw.ctypes.data % ALIGNMENT
     return raw[offset : offset + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
+def index_dtype(count):
+    """int32 for indices below `count` where they fit, else int64."""
+    return np.int32 if count <= 2**31 else np.int64
 
 
 def compact(values):
@@ -297,9 +334,10 @@ class PackedOrder:
       (`rows`, an `EpochOrder` over row indices).
 
     Attributes:
-        candidates: int64 element indices packed.
-        lengths: int64 (cut) length of every candidate.
-        slot_ranks: int64, for every slot of the deterministic packing (row
+        candidates: element indices packed (int32 where they fit, as the
+            other per-element arrays).
+        lengths: (cut) length of every candidate.
+        slot_ranks: for every slot of the deterministic packing (row
             after row), the rank of its element among the candidates sorted
             by `(length, index)`.
         row_splits: int64 offsets of the rows into the slots.
@@ -317,10 +355,12 @@ class PackedOrder:
     @classmethod
     def of_packing(cls, candidates, lengths, packing, batch_size, remainder, shuffle):
         """From a deterministic `kerasbatch.planning.packing.Packing` of `lengths`."""
-        candidates = np.asarray(candidates, np.int64)
-        lengths = np.asarray(lengths, np.int64)
-        rank = np.empty(len(lengths), np.int64)
-        rank[np.argsort(lengths, kind="stable")] = np.arange(len(lengths))
+        # int32 where they fit (lengths are at most a row): half the memory.
+        candidates = compact(candidates)
+        lengths = compact(lengths)
+        index = index_dtype(len(lengths))
+        rank = np.empty(len(lengths), index)
+        rank[np.argsort(lengths, kind="stable")] = np.arange(len(lengths), dtype=index)
         rows = EpochOrder.of_groups(
             np.arange(packing.num_rows),
             np.zeros(packing.num_rows, np.int64),
@@ -342,19 +382,34 @@ class PackedOrder:
     def row_of_slot(self):
         return np.repeat(np.arange(len(self.row_splits) - 1), np.diff(self.row_splits))
 
+    def length_keys(self):
+        """int64 sort keys of the candidates' lengths (`length * MAX_GROUP`)."""
+        return self.lengths.astype(np.int64) * MAX_GROUP
+
     def slot_elements(self, seed, epoch):
         """The element of every slot in `epoch`, row after row (rows in
         their fixed order, each row's sequences in the epoch's order)."""
-        keys = self.lengths * MAX_GROUP
         if self.shuffle:
-            keys = keys + hash31(seed, epoch, UNIT_STREAM, len(keys))
+            keys = hash31(seed, epoch, UNIT_STREAM, len(self.lengths))
+            for start in range(0, len(keys), CHUNK):
+                lengths = self.lengths[start : start + CHUNK].astype(np.int64)
+                keys[start : start + CHUNK] += lengths * MAX_GROUP
+        else:
+            keys = self.lengths
         by_length = self.candidates[np.argsort(keys, kind="stable")]
+        del keys
         elements = by_length[self.slot_ranks]
+        del by_length
         if not self.shuffle:
             return elements
-        keys = self.row_of_slot * MAX_GROUP + hash31(
-            seed, epoch, SLOT_STREAM, len(elements)
-        )
+        keys = hash31(seed, epoch, SLOT_STREAM, len(elements))
+        splits = self.row_splits
+        for first in range(0, len(splits) - 1, CHUNK):
+            local = splits[first : first + CHUNK + 1]
+            rows = np.repeat(
+                np.arange(first, first + len(local) - 1, dtype=np.int64), np.diff(local)
+            )
+            keys[local[0] : local[-1]] += rows * MAX_GROUP
         return elements[np.argsort(keys, kind="stable")]
 
     def batches(self, seed, epoch):
@@ -365,5 +420,5 @@ class PackedOrder:
         rows, batch_splits = self.rows.batches(seed, epoch)
         counts = np.diff(self.row_splits)[rows]
         row_splits = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        offsets = np.repeat(self.row_splits[rows] - row_splits[:-1], counts)
-        return elements[np.arange(row_splits[-1]) + offsets], row_splits, batch_splits
+        indices = gather_spans(elements, self.row_splits[rows], row_splits)
+        return indices, row_splits, batch_splits

@@ -18,6 +18,7 @@ import functools
 
 import numpy as np
 
+from kerasbatch.planning import orders
 from kerasbatch.planning import plan as plan_lib
 
 
@@ -98,28 +99,41 @@ def pack(lengths, capacity, max_segments=None, rng=None):
         raise ValueError(f"lengths must be 1-D, got shape {lengths.shape}.")
     if len(lengths) and not np.issubdtype(lengths.dtype, np.integer):
         raise TypeError(f"lengths must be integers, got dtype {lengths.dtype}.")
-    lengths = lengths.astype(np.int64)
+    lengths = lengths.astype(np.int64, copy=False)
     _check_lengths(lengths, capacity)
-    order = np.arange(len(lengths)) if rng is None else rng.permutation(len(lengths))
+    # Indices and sizes in int32 where they fit: half the memory of a large
+    # packing (sizes are at most `capacity`).
+    index = orders.index_dtype(len(lengths))
+    if rng is None:
+        order = np.arange(len(lengths), dtype=index)
+    else:
+        order = rng.permutation(len(lengths)).astype(index)
     # An empty sequence still takes a segment: count it as one position.
-    sizes = np.maximum(lengths[order], 1)
+    sizes = np.maximum(lengths[order], 1).astype(
+        np.int32 if capacity < 2**31 else np.int64
+    )
     by_size = np.argsort(-sizes, kind="stable")
     order, sizes = order[by_size], sizes[by_size]
-    row_of = _best_fit_decreasing(sizes, capacity, max_segments)
+    del by_size
+    row_of = _best_fit_decreasing(sizes, capacity, max_segments, index)
+    del sizes
     num_rows = int(row_of.max()) + 1 if len(row_of) else 0
     if rng is not None:
-        row_of = rng.permutation(num_rows)[row_of]  # rows in a random order
+        row_of = rng.permutation(num_rows).astype(index)[
+            row_of
+        ]  # rows in a random order
         shuffled = rng.permutation(len(order))  # sequences too, within rows
         order, row_of = order[shuffled], row_of[shuffled]
     by_row = np.argsort(row_of, kind="stable")
     order, row_of = order[by_row], row_of[by_row]
+    del by_row
     counts = np.bincount(row_of, minlength=num_rows)
     row_splits = np.zeros(num_rows + 1, dtype=np.int64)
     np.cumsum(counts, out=row_splits[1:])
     return Packing(order=order, row_splits=row_splits)
 
 
-def _best_fit_decreasing(sizes, capacity, max_segments):
+def _best_fit_decreasing(sizes, capacity, max_segments, index=np.int64):
     """The row of every sequence, for `sizes` in decreasing order.
 
     Sequences of one size are placed together: best fit sends each to the
@@ -128,8 +142,8 @@ def _best_fit_decreasing(sizes, capacity, max_segments):
     gets any. Rows are tried in order of remaining room (ties: oldest first).
     """
     num_items = len(sizes)
-    remaining = np.empty(num_items, dtype=np.int64)  # at most one row each
-    segments = np.empty(num_items, dtype=np.int64)
+    remaining = np.empty(num_items, dtype=sizes.dtype)  # at most one row each
+    segments = np.empty(num_items, dtype=index)
     per_size_rows = []
     num_rows = 0
     distinct, starts = np.unique(-sizes, return_index=True)
@@ -158,10 +172,13 @@ def _best_fit_decreasing(sizes, capacity, max_segments):
         segments[new_rows] = new_taken
         num_rows += len(new_rows)
         per_size_rows.append(
-            np.repeat(np.concatenate([used, new_rows]), np.append(taken, new_taken))
+            np.repeat(
+                np.concatenate([used, new_rows]).astype(index),
+                np.append(taken, new_taken),
+            )
         )
     if not per_size_rows:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=index)
     return np.concatenate(per_size_rows)
 
 

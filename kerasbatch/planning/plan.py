@@ -11,6 +11,8 @@ import functools
 
 import numpy as np
 
+from kerasbatch.planning import orders
+
 NO_LIMIT = np.iinfo(np.int64).max
 
 
@@ -211,27 +213,31 @@ def make_plan(
         pad_to_multiple: batch and bucket padded lengths are rounded up to
             a multiple of this (fixed lengths are kept).
     """
-    batch_of_element = np.repeat(
-        np.arange(len(batch_splits) - 1), np.diff(batch_splits)
-    )
-    element_limits = limits[batch_of_element]
     names = tuple(component_lengths)
     padded = np.zeros((len(limits), len(names)), dtype=np.int64)
     real = np.zeros_like(padded)
-    was_cut = np.zeros(len(indices), dtype=bool)
-    truncated_positions = 0
-    for column, name in enumerate(names):
-        lengths = component_lengths[name][indices]
-        kept = np.minimum(lengths, element_limits)
-        was_cut |= kept < lengths
-        truncated_positions += int((lengths - kept).sum())
-        real[:, column] = _segment_sum(kept, batch_splits)
-        padded[:, column] = padded_length(
-            paddings[name],
-            _segment_max(kept, batch_splits),
-            bucket_bounds,
-            pad_to_multiple,
-        )
+    truncated = truncated_positions = 0
+    # Slices of whole batches: the per-element temporaries stay small.
+    cuts = orders.chunk_splits(batch_splits)
+    for first, end in zip(cuts[:-1], cuts[1:], strict=True):
+        splits = batch_splits[first : end + 1]
+        elements = indices[splits[0] : splits[-1]]
+        local = splits - splits[0]
+        element_limits = np.repeat(limits[first:end], np.diff(local))
+        was_cut = np.zeros(len(elements), dtype=bool)
+        for column, name in enumerate(names):
+            lengths = component_lengths[name][elements]
+            kept = np.minimum(lengths, element_limits)
+            was_cut |= kept < lengths
+            truncated_positions += int((lengths - kept).sum())
+            real[first:end, column] = _segment_sum(kept, local)
+            padded[first:end, column] = padded_length(
+                paddings[name],
+                _segment_max(kept, local),
+                None if bucket_bounds is None else bucket_bounds[first:end],
+                pad_to_multiple,
+            )
+        truncated += int(was_cut.sum())
     return BatchPlan(
         epoch=int(epoch),
         indices=indices,
@@ -241,7 +247,7 @@ def make_plan(
         real_positions=real,
         component_names=names,
         dropped=int(dropped),
-        truncated=int(was_cut.sum()),
+        truncated=truncated,
         truncated_positions=truncated_positions,
         batch_multiple=int(batch_multiple),
         capacities=capacities,

@@ -26,7 +26,8 @@ class Prepared:
         lengths: int64 length of every planned element (its longest
             sequence component).
         cut_lengths: `lengths` after the overflow policy.
-        candidates: int64 indices of the elements that batches may hold.
+        candidates: indices of the elements that batches may hold (int32
+            where they fit).
         policy_dropped: elements a policy left out (overflow `"drop"`, or a
             builder's own, e.g. chunks shorter than `min_chunk_size`).
         paddings: `{sequence component name: kerasbatch.Padding}`, resolved.

@@ -255,7 +255,7 @@ class GraphPackedOrder:
         self.rows = GraphOrder(order.rows, seed)
         with tf.device("/CPU:0"):
             self.candidates = tf.constant(order.candidates, tf.int64)
-            self.length_keys = tf.constant(order.lengths * orders.MAX_GROUP)
+            self.length_keys = tf.constant(order.length_keys())
             self.slot_ranks = tf.constant(order.slot_ranks, tf.int64)
             self.row_keys = tf.constant(order.row_of_slot * orders.MAX_GROUP)
             self.row_splits = tf.constant(order.row_splits, tf.int64)
