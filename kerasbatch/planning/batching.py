@@ -420,8 +420,16 @@ def packed_plan(
     0.75
     """
     indices, row_splits, batch_splits = order.batches(seed, epoch)
-    token_lengths = cut_lengths[indices]
-    cut = lengths[indices] - token_lengths
+    # Slice by slice, in int32 (a packed length is at most a row).
+    token_lengths = np.empty(len(indices), np.int32)
+    truncated = truncated_positions = 0
+    for start in range(0, len(indices), orders.CHUNK):
+        elements = indices[start : start + orders.CHUNK]
+        kept = cut_lengths[elements]
+        token_lengths[start : start + orders.CHUNK] = kept
+        cut = lengths[elements] - kept
+        truncated += int((cut > 0).sum())
+        truncated_positions += int(cut.sum())
     return packing.PackedPlan(
         epoch=epoch,
         sequence_length=sequence_length,
@@ -431,8 +439,8 @@ def packed_plan(
         token_lengths=token_lengths,
         component_names=tuple(component_names),
         dropped=dropped + len(order.candidates) - len(indices),
-        truncated=int((cut > 0).sum()),
-        truncated_positions=int(cut.sum()) * len(component_names),
+        truncated=truncated,
+        truncated_positions=truncated_positions * len(component_names),
         batch_multiple=batch_multiple,
         capacities=order.rows.batch_capacities(seed, epoch),
     )

@@ -137,8 +137,8 @@ class EpochOrder:
     ...     np.arange(5), np.array([1, 0, 1, 0, 1]), [2, 2], "keep",
     ...     shuffle_units=False, shuffle_batches=False)
     >>> indices, splits = order.batches(seed=0, epoch=0)
-    >>> np.split(indices, splits[1:-1])
-    [array([1, 3]), array([0, 2]), array([4])]
+    >>> [batch.tolist() for batch in np.split(indices, splits[1:-1])]
+    [[1, 3], [0, 2], [4]]
     """
 
     units: np.ndarray
@@ -269,10 +269,11 @@ class EpochOrder:
 
 
 def gather_spans(values, starts, splits):
-    """int64 `values[starts[b]:starts[b] + size b]` for every batch b, one
-    after the other (`splits`: the batches' offsets into the result),
-    made slice by slice so that its temporaries stay small."""
-    out = np.empty(int(splits[-1]), np.int64)
+    """`values[starts[b]:starts[b] + size b]` for every batch b, one after
+    the other (`splits`: the batches' offsets into the result), in the
+    dtype of `values` (int32 indices stay int32), made slice by slice so
+    that its temporaries stay small."""
+    out = np.empty(int(splits[-1]), values.dtype)
     cuts = chunk_splits(splits)
     for first, end in zip(cuts[:-1], cuts[1:], strict=True):
         local = splits[first : end + 1]

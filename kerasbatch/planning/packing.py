@@ -203,10 +203,11 @@ class PackedPlan(RowSplits, plan_lib.EpochCounts):
     Attributes:
         epoch: the epoch this plan is for.
         sequence_length: positions per row.
-        indices: int64 element indices, row after row, batch after batch.
+        indices: element indices (int32 where they fit), row after row,
+            batch after batch.
         row_splits: int64 offsets of the rows into `indices`.
         batch_splits: int64 offsets of the batches into the rows.
-        token_lengths: int64 tokens of every element of `indices` (after
+        token_lengths: int32 tokens of every element of `indices` (after
             the overflow policy).
 
     And the counts of every epoch plan

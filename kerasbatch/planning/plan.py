@@ -101,7 +101,7 @@ class BatchPlan(EpochCounts):
 
     Attributes:
         epoch: the epoch this plan is for.
-        indices: int64 element indices, batch after batch.
+        indices: element indices (int32 where they fit), batch after batch.
         batch_splits: int64 offsets into `indices`, shape `(num_batches + 1,)`.
         limits: int64 cut length per batch (`NO_LIMIT` when nothing is cut).
         padded_lengths: int64 shape `(num_batches, num_sequence_components)`.
@@ -198,7 +198,7 @@ def make_plan(
 
     Args:
         epoch: the epoch number.
-        indices: int64 element indices, batch after batch.
+        indices: element indices (int32 where they fit), batch after batch.
         batch_splits: int64 offsets of the batches into `indices`.
         limits: int64 cut length per batch (`NO_LIMIT` for none).
         bucket_bounds: int64 padded length per batch for `"bucket"` padding,
