@@ -189,7 +189,9 @@ def test_only_the_batches_rows_are_read():
     sequences = _tokens(100)
     source = ListSource(sequences)
     builder = kerasbatch.BucketBuilder(boundaries=[10], batch_size=5, seed=3)
-    dataset = builder.build(source, lengths=[len(s) for s in sequences], engine="grain")
+    dataset = builder.build(
+        source, lengths=[len(s) for s in sequences], engine="grain", read_threads=1
+    )  # one thread: no batch read ahead
     source.reads[:] = 0  # element 0 was read for the structure
     iterator = iter(dataset)
     first = next(iterator)

@@ -556,6 +556,13 @@ def _save(path, lengths):
         pass
 
 
+def read_threads(data):
+    """The threads that read the sources of `data` (a `SequenceData`): 1
+    for data in memory."""
+    readers = [c.values.reader for c in data.components if c.reads_by_index]
+    return max([reader.threads for reader in readers], default=1)
+
+
 def from_inputs(
     x, y=None, sample_weight=None, *, lengths=None, threads=None, **options
 ):

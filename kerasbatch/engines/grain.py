@@ -15,7 +15,8 @@ after a restart, mid-epoch).
 """
 
 from kerasbatch import engines, optional
-from kerasbatch.engines import epoch_state, grain_lengths
+from kerasbatch.data import random_access
+from kerasbatch.engines import ahead, epoch_state, grain_lengths
 from kerasbatch.engines import served as served_lib
 from kerasbatch.engines.epoch_state import checked_state
 from kerasbatch.engines.numpy import planned as numpy_planned
@@ -73,7 +74,7 @@ class PlannedIterator(grain.DatasetIterator):
             dataset._state.start()
         if self._batch >= dataset._batches.num_batches:
             raise StopIteration
-        batch = dataset._batches.batch(self._epoch, self._batch)
+        batch = dataset._ahead.batch(self._epoch, self._batch)
         self._batch += 1
         if self._batch == dataset._batches.num_batches and not dataset.keras_looks:
             # The last batch: Keras, which knows the length (see
@@ -115,6 +116,16 @@ class PlannedIterDataset(grain.IterDataset):
     def __init__(self, served):
         super().__init__()
         self._batches = numpy_planned.PlannedBatches(served)
+        # Data read by index waits on its reads: threads make the next
+        # batches meanwhile (`build(read_threads=...)`).
+        threads = random_access.read_threads(served.built.prepared.data)
+        self._ahead = ahead.Ahead(
+            self._batches.batch,
+            self._batches.num_batches,
+            threads,
+            2 * threads,
+            "kerasbatch-grain-engine",
+        )
         self._state = served.state
         self._resume = None
         #: Keras' looks at the first batches under way (`grain_lengths`).

@@ -18,12 +18,10 @@ epoch and position in the plan, so the batches are those of `workers=1`,
 bit for bit.
 """
 
-import concurrent.futures
-import threading
-
 import keras
 
 from kerasbatch import engines
+from kerasbatch.engines import ahead as ahead_lib
 from kerasbatch.engines import epoch_state
 from kerasbatch.engines import served as served_lib
 from kerasbatch.engines.epoch_state import checked_state
@@ -143,9 +141,13 @@ class PlannedPyDataset(_NotAnArray, keras.utils.PyDataset):
         self._resume = None  # (epoch, batch) the next Keras epoch starts at
         self._skipped = 0  # batches of the running Keras epoch resumed past
         self._batch_workers = options["workers"]
-        self._pool = None  # the worker threads, started at their first batch
-        self._ahead = {}  # (epoch, batch) -> Future of the batches made ahead
-        self._ahead_lock = threading.Lock()
+        self._ahead = ahead_lib.Ahead(
+            lambda epoch, index: self._batches.batch(epoch, index),
+            self._batches.num_batches,
+            options["workers"],
+            options["max_queue_size"],
+            "kerasbatch-python-engine",
+        )
 
     @property
     def workers(self):
@@ -224,41 +226,7 @@ class PlannedPyDataset(_NotAnArray, keras.utils.PyDataset):
     def _batch(self, epoch, index, ahead):
         """Batch `index` of `epoch`; with `ahead` (and workers), the
         workers start on the next `max_queue_size` batches of `epoch`."""
-        if self._batch_workers == 1:
-            return self._batches.batch(epoch, index)
-        with self._ahead_lock:
-            future = self._ahead.pop((epoch, index), None)
-            if ahead:
-                self._make_ahead(epoch, index + 1)
-        if future is None:
-            return self._batches.batch(epoch, index)
-        return future.result()
-
-    def _make_ahead(self, epoch, first):
-        """Keeps the batches `first`, `first + 1`, ... of `epoch` (up to
-        `max_queue_size`) made ahead, and drops the others (called with
-        the lock held)."""
-        end = min(first + self.max_queue_size, self._batches.num_batches)
-        for key in [k for k in self._ahead if k[0] != epoch or not first <= k[1]]:
-            self._ahead.pop(key).cancel()
-        if first >= end:
-            return
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                self._batch_workers, thread_name_prefix="kerasbatch-python-engine"
-            )
-        for index in range(first, end):  # in order: the pool runs them FIFO
-            if (epoch, index) not in self._ahead:
-                self._ahead[(epoch, index)] = self._pool.submit(
-                    self._batches.batch, epoch, index
-                )
-
-    def _drop_ahead(self):
-        """Forgets the batches made ahead (an epoch ended before them)."""
-        with self._ahead_lock:
-            for future in self._ahead.values():
-                future.cancel()
-            self._ahead.clear()
+        return self._ahead.batch(epoch, index, ahead)
 
     def on_epoch_begin(self):
         self._keras_calls = 0
@@ -273,7 +241,7 @@ class PlannedPyDataset(_NotAnArray, keras.utils.PyDataset):
     def on_epoch_end(self):
         self._keras_calls = None
         self._skipped = 0
-        self._drop_ahead()
+        self._ahead.drop()
 
     def get_state(self):
         """`{"epoch": e, "batch": k}`: the running epoch, and the batches of
