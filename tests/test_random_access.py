@@ -209,11 +209,11 @@ def test_a_source_that_disagrees_with_its_lengths_names_the_element():
     dataset = builder.build(ListSource(sequences), lengths=lengths, engine="python")
     with pytest.raises(
         ValueError,
-        match=r"The source of x element 7's x has length \d+, but its lengths say",
+        match=r"Element 7 of the source of x: x has length \d+, but its lengths say",
     ):
         next(iter(dataset))
     with pytest.raises(
-        ValueError, match=r"lengths has 19 entries, but The source of x has 20"
+        ValueError, match=r"lengths has 19 entries, but the source of x has 20"
     ):
         builder.build(ListSource(sequences), lengths=lengths[:-1], engine="python")
     with pytest.raises(ValueError, match=r"lengths\[2\] is negative"):
@@ -222,7 +222,7 @@ def test_a_source_that_disagrees_with_its_lengths_names_the_element():
         )
     with pytest.raises(
         ValueError,
-        match=r"lengths names the components \[.y.\], but The source of x.s elements have no such array",
+        match=r"lengths names the components \[.y.\], but the source of x.s elements have no such array",
     ):
         builder.build(ListSource(sequences), lengths={"y": lengths}, engine="python")
 
@@ -232,7 +232,7 @@ def test_elements_that_differ_from_element_0_are_errors_that_name_them():
     bad_dtype = sequences[:5] + [sequences[5].astype(np.int64)] + sequences[6:]
     with pytest.raises(
         ValueError,
-        match=r"1 of the 20 elements .*5: The source of x element 5's x has dtype int64, but element 0's has int32",
+        match=r"1 of the 20 elements of the source of x .*\(element 5 of the source of x: x has dtype int64, but element 0's has int32",
     ):
         kerasbatch.PaddedBuilder(batch_size=4).build(
             ListSource(bad_dtype), engine="python"
@@ -240,14 +240,16 @@ def test_elements_that_differ_from_element_0_are_errors_that_name_them():
     bad_rank = sequences[:3] + [sequences[3][:, None]] + sequences[4:]
     with pytest.raises(
         ValueError,
-        match=r"element 3's x has shape \(\d+, 1\), but element 0.s has \(length\)",
+        match=r"element 3 of the source of x: x has shape \(\d+, 1\), but element 0.s has \(length\)",
     ):
         kerasbatch.PaddedBuilder(batch_size=4).build(
             ListSource(bad_rank), engine="python"
         )
     pairs = [(s, np.int32(1)) for s in sequences]
     pairs[9] = {"tokens": sequences[9]}
-    with pytest.raises(ValueError, match=r"element 9 has no x, which element 0 has"):
+    with pytest.raises(
+        ValueError, match=r"element 9 of the source of x has no x, which element 0 has"
+    ):
         kerasbatch.PaddedBuilder(batch_size=4).build(ListSource(pairs), engine="python")
 
 
@@ -256,7 +258,7 @@ def test_unreadable_elements_are_counted_and_named():
     source = ListSource(sequences, broken=(4, 11, 12))
     with pytest.raises(
         ValueError,
-        match=r"^3 of the 30 elements could not be read .*\(4: The source of x element 4 could not be read: OSError: bad block at element 4; 11: .*; 12: .*\)\. Nothing was built",
+        match=r"^3 of the 30 elements of the source of x could not be read .*\(element 4 of the source of x could not be read: OSError: bad block at element 4; element 11 .*; element 12 .*\)\. Nothing was built",
     ):
         kerasbatch.PaddedBuilder(batch_size=4).build(source, engine="python")
     # Lengths given: the element is named when its batch reads it.
@@ -265,7 +267,8 @@ def test_unreadable_elements_are_counted_and_named():
         source, lengths=[len(s) for s in sequences], engine="grain"
     )
     with pytest.raises(
-        OSError, match="The source of x element 4 could not be read: OSError: bad block"
+        OSError,
+        match="Element 4 of the source of x could not be read: OSError: bad block",
     ):
         next(iter(dataset))
 

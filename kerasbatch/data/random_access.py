@@ -95,7 +95,7 @@ def fields_of(element, role, where):
     if isinstance(element, tuple):
         if role != "x" or len(element) not in (2, 3):
             raise TypeError(
-                f"{where} element 0 is a tuple of {len(element)}: a source of "
+                f"Element 0 of {where} is a tuple of {len(element)}: a source of "
                 f"x may give (x, y) or (x, y, sample_weight) tuples; a source "
                 f"of {role} gives arrays or dicts."
             )
@@ -106,11 +106,13 @@ def fields_of(element, role, where):
     for part_role, part, position in parts:
         keys = sorted(part) if isinstance(part, dict) else [None]
         if isinstance(part, dict) and not part:
-            raise ValueError(f"{where} element 0 gives {part_role} as an empty dict.")
+            raise ValueError(
+                f"Element 0 of {where} gives {part_role} as an empty dict."
+            )
         for key in keys:
             value = np.asarray(part if key is None else part[key])
             label = part_role if key is None else f"{part_role}[{key!r}]"
-            sources.check_dtype(value.dtype, f"{where} element 0's {label}")
+            sources.check_dtype(value.dtype, f"Element 0 of {where}: {label}")
             fields.append(
                 Field(
                     role=part_role,
@@ -196,14 +198,14 @@ class SourceReader:
             return self.source[index]
         except Exception as error:
             raise type(error)(
-                f"{self.where} element {index} could not be read: "
+                f"Element {index} of {self.where} could not be read: "
                 f"{type(error).__name__}: {error}"
             ) from error
 
     def checked(self, field, element, index):
         """`field`'s array in `element` (number `index`), or an error that
         names the element if it does not match the fields or lengths."""
-        label = f"{self.where} element {index}"
+        label = f"Element {index} of {self.where}"
         try:
             value = field.part_of(element)
         except (KeyError, IndexError, TypeError):
@@ -219,20 +221,20 @@ class SourceReader:
             expected = str(field.trailing_shape)
         if not fits:
             raise ValueError(
-                f"{label}'s {field.where} has shape {value.shape}, but element "
+                f"{label}: {field.where} has shape {value.shape}, but element "
                 f"0's has {expected}: every element needs the same rank and "
                 "trailing shape."
             )
         if value.dtype != field.dtype:
             raise ValueError(
-                f"{label}'s {field.where} has dtype {value.dtype}, but element "
+                f"{label}: {field.where} has dtype {value.dtype}, but element "
                 f"0's has {field.dtype}: give every element one dtype."
             )
         if field.is_sequence and self.lengths is not None:
             expected = self.lengths[field.name][index]
             if len(value) != expected:
                 raise ValueError(
-                    f"{label}'s {field.where} has length {len(value)}, but its "
+                    f"{label}: {field.where} has length {len(value)}, but its "
                     f"lengths say {expected}: the lengths do not describe this "
                     "source (pass the source's own lengths, or none, to "
                     "compute them)."
@@ -353,10 +355,10 @@ def from_source(source, role, lengths=None, threads=READ_THREADS, verbose="auto"
         verbose: whether the lengths pass shows a progress bar ("auto":
             for more than 10 000 elements).
     """
-    where = f"The source of {role}"
+    where = f"the source of {role}"
     count = len(source)
     if not count:
-        raise ValueError(f"{where} is empty: it has no elements.")
+        raise ValueError(f"The source of {role} is empty: it has no elements.")
     probe = SourceReader(source, [], {}, 1, where)
     element = probe.element(0)
     fields = fields_of(element, role, where)
@@ -383,7 +385,7 @@ def from_source(source, role, lengths=None, threads=READ_THREADS, verbose="auto"
     names = [field.name for field in fields if field.is_sequence]
     if not names:
         raise ValueError(
-            f"{where} gives no sequence in element 0 (only scalars): an "
+            f"The source of {role} gives no sequence in element 0 (only scalars): an "
             "element needs at least one array with a first axis to plan."
         )
     given = _given_lengths(source, lengths, names, count, where)
@@ -500,13 +502,15 @@ def _lengths_pass(reader, names, count, verbose):
             progress.update(min(start + step, count))
     if failures:
         named = "; ".join(
-            f"{index}: {error}" for index, error in failures[:_NAMED_FAILURES]
+            str(error)[:1].lower() + str(error)[1:]
+            for _, error in failures[:_NAMED_FAILURES]
         )
         more = len(failures) - _NAMED_FAILURES
         raise ValueError(
-            f"{len(failures)} of the {count} elements could not be read or do "
-            f"not match element 0 ({named}{f'; and {more} more' if more > 0 else ''}). "
-            "Nothing was built: fix or leave out those elements."
+            f"{len(failures)} of the {count} elements of {reader.where} could "
+            f"not be read or do not match element 0 ({named}"
+            f"{f'; and {more} more' if more > 0 else ''}). Nothing was built: "
+            "fix or leave out those elements."
         )
     if path is not None:
         _save(path, lengths)
