@@ -222,7 +222,7 @@ def test_a_source_that_disagrees_with_its_lengths_names_the_element():
         )
     with pytest.raises(
         ValueError,
-        match=r"lengths names the components \[.y.\], but the source of x.s elements have no such array",
+        match=r"lengths names the components \[.y.\], but the sources. elements have no such array",
     ):
         builder.build(ListSource(sequences), lengths={"y": lengths}, engine="python")
 
@@ -321,3 +321,71 @@ def test_fit_reads_a_token_file(tmp_path, engine):
     assert len(history.history["loss"]) == 2
     assert np.isfinite(history.history["loss"]).all()
     assert builder.last_started_epoch == 1
+
+
+def test_y_and_sample_weight_may_be_sources_themselves():
+    sequences = _tokens(40)
+    tags = [(s % 5).astype(np.int32) for s in sequences]
+    weights = np.linspace(0.5, 1.5, 40).astype(np.float32)
+    builder = kerasbatch.BucketBuilder(boundaries=[10], batch_size=6, seed=2)
+    expected = _digest(builder.build(sequences, tags, weights, engine="python"), 2)
+    builder = kerasbatch.BucketBuilder(boundaries=[10], batch_size=6, seed=2)
+    dataset = builder.build(
+        ListSource(sequences),
+        ListSource(tags),
+        ListSource(list(weights)),
+        engine="python",
+    )
+    assert _digest(dataset, 2) == expected
+
+
+def test_a_grain_map_dataset_over_an_array_record_file(tmp_path):
+    grain = pytest.importorskip("grain")
+    writer_module = pytest.importorskip("array_record.python.array_record_module")
+    sequences = _tokens(50)
+    path = str(tmp_path / "corpus.array_record")
+    writer = writer_module.ArrayRecordWriter(path, "group_size:1")
+    for sequence in sequences:
+        writer.write(sequence.tobytes())
+    writer.close()
+    source = grain.MapDataset.source(grain.sources.ArrayRecordDataSource(path))
+    source = source.map(lambda record: np.frombuffer(record, np.int32))
+    builder = kerasbatch.PackedBuilder(sequence_length=40, batch_size=3, seed=1)
+    dataset = builder.build(source, engine="grain")
+    memory = kerasbatch.PackedBuilder(sequence_length=40, batch_size=3, seed=1)
+    assert _digest(dataset, 2) == _digest(memory.build(sequences, engine="grain"), 2)
+    # The lengths pass is cached next to the ArrayRecord file.
+    assert len(os.listdir(tmp_path / random_access.CACHE_DIRECTORY)) == 1
+
+
+def test_a_hugging_face_style_dataset_of_dicts_reads_in_batches(tmp_path):
+    sequences = _tokens(30)
+    (tmp_path / "data.arrow").write_bytes(b"arrow")
+
+    class Table:
+        """As a Hugging Face Dataset: dict rows, `__getitems__`, and
+        `cache_files` naming its Arrow files."""
+
+        cache_files = [{"filename": str(tmp_path / "data.arrow")}]
+        calls = 0
+
+        def __len__(self):
+            return len(sequences)
+
+        def __getitem__(self, index):
+            return {"input_ids": sequences[index], "label": np.int64(index % 2)}
+
+        def __getitems__(self, indices):
+            Table.calls += 1
+            return [self[index] for index in indices]
+
+    builder = kerasbatch.SortedBuilder(batch_size=4, seed=0)
+    dataset = builder.build(Table(), engine="python")
+    x = next(iter(dataset))
+    assert set(x) == {"input_ids", "label"} and x["label"].shape == (4,)
+    assert Table.calls > 0  # a batch is read in one call
+    assert len(os.listdir(tmp_path / random_access.CACHE_DIRECTORY)) == 1
+    memory = kerasbatch.SortedBuilder(batch_size=4, seed=0)
+    labels = np.arange(30) % 2
+    in_memory = memory.build({"input_ids": sequences, "label": labels}, engine="python")
+    assert _digest(dataset) == _digest(in_memory)

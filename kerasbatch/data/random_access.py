@@ -363,13 +363,9 @@ def from_source(source, role, lengths=None, threads=READ_THREADS, verbose="auto"
     element = probe.element(0)
     fields = fields_of(element, role, where)
     if isinstance(lengths, dict):
-        arrays = [field.name for field in fields if field.is_sequence]
-        unknown = sorted(set(lengths) - set(arrays))
-        if unknown:
-            raise ValueError(
-                f"lengths names the components {unknown}, but {where}'s "
-                f"elements have no such array (their arrays: {arrays})."
-            )
+        # Each source takes the lengths of its own components
+        # (`from_inputs` checks that every name is some source's).
+        lengths = {name: lengths[name] for name in lengths if name in names_of(fields)}
         # The components that lengths names are the sequences; other
         # arrays are per-example values (a vector per element).
         fields = [
@@ -383,12 +379,7 @@ def from_source(source, role, lengths=None, threads=READ_THREADS, verbose="auto"
             for field in fields
         ]
     names = [field.name for field in fields if field.is_sequence]
-    if not names:
-        raise ValueError(
-            f"The source of {role} gives no sequence in element 0 (only scalars): an "
-            "element needs at least one array with a first axis to plan."
-        )
-    given = _given_lengths(source, lengths, names, count, where)
+    given = _given_lengths(source, lengths, names, count, where) if names else {}
     # A source's own offsets (a token file's index) are its one sequence's
     # row splits: shared, not made again.
     offsets = getattr(source, "offsets", None) if lengths is None else None
@@ -417,6 +408,11 @@ def from_source(source, role, lengths=None, threads=READ_THREADS, verbose="auto"
             else (*structure.get(field.role, ()), field.key)
         )
     return components, structure
+
+
+def names_of(fields):
+    """The names of the `fields` that have a first axis."""
+    return [field.name for field in fields if field.is_sequence]
 
 
 def _are_row_splits(offsets, count):
@@ -519,7 +515,11 @@ def _lengths_pass(reader, names, count, verbose):
 
 def files_of(source):
     """The files a source reads, where it says (`paths`, `path`, a Hugging
-    Face `Dataset`'s `cache_files`), else None."""
+    Face `Dataset`'s `cache_files`, or those of the one parent of a mapped
+    Grain dataset), else None."""
+    parents = getattr(source, "parents", None)
+    if getattr(source, "paths", None) is None and isinstance(parents, list | tuple):
+        return files_of(parents[0]) if len(parents) == 1 else None
     paths = getattr(source, "paths", None)
     if paths is None and isinstance(getattr(source, "path", None), str | os.PathLike):
         paths = [source.path]
@@ -597,4 +597,18 @@ def from_inputs(
             return None
         return from_source(data, role, lengths, threads)
 
-    return sources.from_inputs(x, y, sample_weight, convert=convert, **options)
+    require_sequence = options.pop("require_sequence", True)
+    data = sources.from_inputs(
+        x, y, sample_weight, convert=convert, require_sequence=False, **options
+    )
+    if isinstance(lengths, dict):
+        read = [c.name for c in data.components if c.reads_by_index and c.is_sequence]
+        unknown = sorted(set(lengths) - set(read))
+        if unknown:
+            raise ValueError(
+                f"lengths names the components {unknown}, but the sources' "
+                f"elements have no such array (their sequences: {read})."
+            )
+    if require_sequence and not data.sequence_components:
+        raise ValueError(sources.NO_SEQUENCE)
+    return data

@@ -186,12 +186,16 @@ def from_inputs(x, y=None, sample_weight=None, *, require_sequence=True, convert
     _check_counts(data)
     _check_alignment(data)
     if require_sequence and not data.sequence_components:
-        raise ValueError(
-            "None of x, y or sample_weight has a variable-length component. "
-            "Pass sequences as a list of arrays or a tf.RaggedTensor; dense "
-            "arrays are treated as per-example data."
-        )
+        raise ValueError(NO_SEQUENCE)
     return data
+
+
+#: Why inputs without a variable-length component cannot be planned.
+NO_SEQUENCE = (
+    "None of x, y or sample_weight has a variable-length component. Pass "
+    "sequences as a list of arrays or a tf.RaggedTensor; dense arrays are "
+    "treated as per-example data."
+)
 
 
 def from_lengths(lengths):
