@@ -50,6 +50,8 @@ WITH_EXAMPLES = {
     "kerasbatch.io.records",
     "kerasbatch.io.writer",
     "kerasbatch.data.outputs",
+    "kerasbatch.data.random_access",
+    "kerasbatch.io.token_file",
     "kerasbatch.tuner.batch_sizes",
     "kerasbatch.tuner.bucket_tuner",
     "kerasbatch.tuner.compile_cost",

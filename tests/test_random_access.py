@@ -14,7 +14,7 @@ import pytest
 from random_access_sources import ListSource, as_source
 
 import kerasbatch
-from kerasbatch.data import random_access
+from kerasbatch.data import source_lengths
 from kerasbatch.io import TokenFile, TokenFileWriter, write_token_file
 
 #: The in-memory cases of every planned builder (streams read a source
@@ -176,7 +176,7 @@ def test_the_lengths_pass_reads_once_and_caches_next_to_the_files(tmp_path):
     # The lengths pass; element 0 is read once more, for the structure.
     assert source.reads.tolist() == [2] + [1] * (len(sequences) - 1)
     np.testing.assert_array_equal(builder.lengths, [len(s) for s in sequences])
-    assert len(os.listdir(tmp_path / random_access.CACHE_DIRECTORY)) == 1
+    assert len(os.listdir(tmp_path / source_lengths.CACHE_DIRECTORY)) == 1
     source = Unindexed(sequences)
     again = kerasbatch.BucketBuilder(boundaries=[10, 20], batch_size=4, seed=1)
     cached = again.build(source, engine="grain")
@@ -355,7 +355,7 @@ def test_a_grain_map_dataset_over_an_array_record_file(tmp_path):
     memory = kerasbatch.PackedBuilder(sequence_length=40, batch_size=3, seed=1)
     assert _digest(dataset, 2) == _digest(memory.build(sequences, engine="grain"), 2)
     # The lengths pass is cached next to the ArrayRecord file.
-    assert len(os.listdir(tmp_path / random_access.CACHE_DIRECTORY)) == 1
+    assert len(os.listdir(tmp_path / source_lengths.CACHE_DIRECTORY)) == 1
 
 
 def test_a_hugging_face_style_dataset_of_dicts_reads_in_batches(tmp_path):
@@ -384,7 +384,7 @@ def test_a_hugging_face_style_dataset_of_dicts_reads_in_batches(tmp_path):
     x = next(iter(dataset))
     assert set(x) == {"input_ids", "label"} and x["label"].shape == (4,)
     assert Table.calls > 0  # a batch is read in one call
-    assert len(os.listdir(tmp_path / random_access.CACHE_DIRECTORY)) == 1
+    assert len(os.listdir(tmp_path / source_lengths.CACHE_DIRECTORY)) == 1
     memory = kerasbatch.SortedBuilder(batch_size=4, seed=0)
     labels = np.arange(30) % 2
     in_memory = memory.build({"input_ids": sequences, "label": labels}, engine="python")

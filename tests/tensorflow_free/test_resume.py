@@ -33,7 +33,7 @@ def trained(directory, phase):
 
 @pytest.mark.parametrize(
     "engine, data",
-    [("python", "memory"), ("grain", "memory"), ("python", "disk"), ("grain", "disk")],
+    [("python", "memory"), ("grain", "memory"), ("grain", "disk")],
 )
 def test_a_killed_fit_resumes_with_the_uninterrupted_batches(engine, data, tmp_path):
     full = run(engine, tmp_path, "full", data)
