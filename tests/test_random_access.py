@@ -317,10 +317,25 @@ def test_fit_reads_a_token_file(tmp_path, engine):
         ]
     )
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    history = model.fit(train, epochs=2, verbose=0)
+    callbacks = [kerasbatch.callbacks.WarmUp(builder, dataset=train)]
+    history = model.fit(train, epochs=2, verbose=0, callbacks=callbacks)
     assert len(history.history["loss"]) == 2
     assert np.isfinite(history.history["loss"]).all()
     assert builder.last_started_epoch == 1
+    # Predictions in input order: those of the same data in memory (up to
+    # float rounding: the data's next epochs put rows in other batches).
+    memory = kerasbatch.BucketBuilder(
+        boundaries=[10, 20], batch_size=8, seed=0, pad_to_bucket=True, max_length=32
+    )
+    in_memory = memory.build(
+        [tokens[i].astype(np.int32) for i in range(64)], labels, engine=engine
+    )
+    np.testing.assert_allclose(
+        kerasbatch.predict(model, train, verbose=0),
+        kerasbatch.predict(model, in_memory, verbose=0),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_y_and_sample_weight_may_be_sources_themselves():
