@@ -404,3 +404,30 @@ def test_a_hugging_face_style_dataset_of_dicts_reads_in_batches(tmp_path):
     labels = np.arange(30) % 2
     in_memory = memory.build({"input_ids": sequences, "label": labels}, engine="python")
     assert _digest(dataset) == _digest(in_memory)
+
+
+#: Every planned builder, with options that cut, drop and truncate.
+TOKEN_FILE_BUILDERS = {
+    "bucket": lambda: kerasbatch.BucketBuilder(num_buckets=4, batch_size=8, seed=1),
+    "truncation buckets": lambda: kerasbatch.BucketBuilder(
+        boundaries=[10, 20], batch_size=8, seed=1, truncate=True, max_length=30
+    ),
+    "padded, overflow drop": lambda: kerasbatch.PaddedBuilder(
+        batch_size=8, seed=1, max_length=25, overflow="drop"
+    ),
+    "sorted": lambda: kerasbatch.SortedBuilder(batch_size=8, seed=1),
+    "packed": lambda: kerasbatch.PackedBuilder(sequence_length=64, seed=1),
+    "chunk": lambda: kerasbatch.ChunkBuilder(chunk_size=8, batch_size=8, seed=1),
+    "window": lambda: kerasbatch.WindowBuilder(4, seed=1),
+}
+
+
+@pytest.mark.parametrize("engine", records.ENGINES)
+@pytest.mark.parametrize("name", sorted(TOKEN_FILE_BUILDERS))
+def test_a_token_file_plans_from_int32_lengths_as_memory_does(tmp_path, name, engine):
+    sequences = _tokens(120, seed=4)
+    tokens = write_token_file(tmp_path / "corpus", sequences, dtype="int32")
+    assert tokens.lengths.dtype == np.int32  # half the memory of int64
+    make = TOKEN_FILE_BUILDERS[name]
+    in_memory = _built(make(), (sequences,), {}, engine)
+    assert _digest(_built(make(), (tokens,), {}, engine), 2) == _digest(in_memory, 2)

@@ -261,8 +261,12 @@ class TokenFile:
 
     @property
     def lengths(self):
-        """int64 length of every sequence, from the index."""
-        return np.diff(self.offsets)
+        """The length of every sequence, from the index (int32 where the
+        lengths fit: what a plan of many sequences holds in memory)."""
+        lengths = np.diff(self.offsets)
+        if len(lengths) and lengths.max() < 2**31:
+            return lengths.astype(np.int32)
+        return lengths
 
     def __len__(self):
         return len(self.offsets) - 1

@@ -245,6 +245,26 @@ class EpochOrder:
 
     def ordered_units(self, seed, epoch):
         """The units of `epoch`, sorted by group (and hash)."""
+        count = len(self.units)
+        index_bits = max(count - 1, 1).bit_length()
+        group_bits = int(self.groups.max(initial=0)).bit_length()
+        if self.shuffle_units and group_bits + 31 + index_bits <= 63:
+            # The stable argsort of `sort_keys`, in place and in half the
+            # memory: `(group, hash, position)` packed in one int64, sorted.
+            keys = hash31(seed, epoch, UNIT_STREAM, count)
+            for start in range(0, count, CHUNK):
+                group = self.groups[start : start + CHUNK].astype(np.int64)
+                keys[start : start + CHUNK] <<= index_bits
+                keys[start : start + CHUNK] |= group << (31 + index_bits)
+                keys[start : start + CHUNK] |= np.arange(start, start + len(group))
+            keys.sort()
+            ordered = np.empty(count, self.units.dtype)
+            mask = np.int64((1 << index_bits) - 1)
+            for start in range(0, count, CHUNK):
+                ordered[start : start + CHUNK] = self.units[
+                    keys[start : start + CHUNK] & mask
+                ]
+            return ordered
         return self.units[np.argsort(self.sort_keys(seed, epoch), kind="stable")]
 
     def batch_order(self, seed, epoch):
