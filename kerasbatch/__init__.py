@@ -6,7 +6,8 @@ token budgets, packing, truncation); an engine turns the plan into batches:
 `model.fit` spends as little work on padding as the data allows, on every
 Keras backend. `import kerasbatch` needs neither TensorFlow nor Grain: the
 engine that needs one imports it when a dataset is built (see
-`kerasbatch.optional`); `kerasbatch.io` (TFRecords) needs TensorFlow.
+`kerasbatch.optional`); `kerasbatch.io`'s TFRecord readers and writers
+need TensorFlow, its token files do not.
 """
 
 import os as _os
@@ -110,8 +111,8 @@ if not _DEFERRED:
 
 def __getattr__(name):
     """The names imported on first use: everything for the command, and
-    `kerasbatch.io`, which needs TensorFlow (its import raises an
-    ImportError that says so where it is missing)."""
+    `kerasbatch.io` (whose TFRecord names need TensorFlow, and say so
+    where it is missing)."""
     import importlib
 
     if name in _KERAS_MODULES:
