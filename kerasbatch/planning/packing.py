@@ -99,7 +99,8 @@ def pack(lengths, capacity, max_segments=None, rng=None):
         raise ValueError(f"lengths must be 1-D, got shape {lengths.shape}.")
     if len(lengths) and not np.issubdtype(lengths.dtype, np.integer):
         raise TypeError(f"lengths must be integers, got dtype {lengths.dtype}.")
-    lengths = lengths.astype(np.int64, copy=False)
+    if lengths.dtype not in (np.int32, np.int64):
+        lengths = lengths.astype(np.int64)
     _check_lengths(lengths, capacity)
     # Indices and sizes in int32 where they fit: half the memory of a large
     # packing (sizes are at most `capacity`).
@@ -109,8 +110,9 @@ def pack(lengths, capacity, max_segments=None, rng=None):
     else:
         order = rng.permutation(len(lengths)).astype(index)
     # An empty sequence still takes a segment: count it as one position.
-    sizes = np.maximum(lengths[order], 1).astype(
-        np.int32 if capacity < 2**31 else np.int64
+    size_dtype = np.int32 if capacity < 2**31 else np.int64
+    sizes = np.maximum(lengths if rng is None else lengths[order], 1).astype(
+        size_dtype, copy=False
     )
     by_size = np.argsort(-sizes, kind="stable")
     order, sizes = order[by_size], sizes[by_size]
@@ -142,8 +144,10 @@ def _best_fit_decreasing(sizes, capacity, max_segments, index=np.int64):
     gets any. Rows are tried in order of remaining room (ties: oldest first).
     """
     num_items = len(sizes)
-    remaining = np.empty(num_items, dtype=sizes.dtype)  # at most one row each
-    segments = np.empty(num_items, dtype=index)
+    # Room for the rows, grown as they come: far fewer than the items.
+    guess = min(num_items, 2 * int(sizes.sum(dtype=np.int64)) // capacity + 16)
+    remaining = np.empty(guess, dtype=sizes.dtype)
+    segments = np.empty(guess, dtype=index)
     per_size_rows = []
     num_rows = 0
     distinct, starts = np.unique(-sizes, return_index=True)
@@ -168,6 +172,10 @@ def _best_fit_decreasing(sizes, capacity, max_segments, index=np.int64):
             per_row = min(per_row, max_segments)
         new_taken = _fill(np.full(-(-left // per_row), per_row), left)
         new_rows = np.arange(num_rows, num_rows + len(new_taken))
+        if num_rows + len(new_taken) > len(remaining):
+            room = max(2 * len(remaining), num_rows + len(new_taken))
+            remaining = np.resize(remaining, room)
+            segments = np.resize(segments, room)
         remaining[new_rows] = capacity - new_taken * size
         segments[new_rows] = new_taken
         num_rows += len(new_rows)
