@@ -83,8 +83,7 @@ def test_each_process_feeds_its_part_of_every_global_batch(engine, on_disk, tmp_
         assert all(part.shape == parts[0].shape for part in parts)  # lock-step
         np.testing.assert_array_equal(np.concatenate(parts), whole)
     if on_disk:
-        # Each process read the elements of its rows only, once per batch:
-        # about half of them.
+        # Each process read the elements of its rows only, once per batch.
         reads = [int(process["reads"]) for process in fed]
         expected = [0] * PROCESSES
         for step in range(2 * steps):
@@ -93,7 +92,9 @@ def test_each_process_feeds_its_part_of_every_global_batch(engine, on_disk, tmp_
             for index in range(PROCESSES):
                 part = part_of(rows, index, PROCESSES)
                 expected[index] += len(np.unique(np.concatenate(part)))
-        assert reads == expected
+        # At most those (a thread that reads the same rows twice in a row
+        # keeps them), and about half each.
+        assert all(0.8 * e <= r <= e for r, e in zip(reads, expected, strict=True))
         for read in reads:
             assert 0.4 * sum(reads) <= read <= 0.6 * sum(reads), reads
     # One model: both processes log the same losses and padding efficiency.
