@@ -11,20 +11,11 @@ while iterating 2 000 batches, against the raw bytes of the token values
 import os
 
 import numpy as np
+from process_memory import rss
 
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
 import kerasbatch  # noqa: E402
-
-
-def rss(field="VmRSS"):
-    """A memory field of /proc/self/status, in bytes."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"/proc/self/status has no {field}")
-
 
 rng = np.random.default_rng(0)
 lengths = np.clip(rng.lognormal(3.5, 0.7, 1_000_000).astype(int), 1, 512)

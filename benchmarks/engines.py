@@ -34,6 +34,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 import workloads  # noqa: E402
+from process_memory import rss  # noqa: E402
 
 import kerasbatch  # noqa: E402
 
@@ -175,14 +176,6 @@ def elements_in(plan, count):
     if hasattr(plan, "row_splits"):  # packed: batches of rows of elements
         return int(plan.row_splits[plan.batch_splits[count]])
     return int(plan.batch_splits[count])
-
-
-def rss(field="VmRSS"):
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 def memory(args):

@@ -37,6 +37,7 @@ import sys
 import time
 
 import numpy as np
+from process_memory import rss
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DIRECTORY = os.path.join(HERE, "out", "on_disk")
@@ -51,15 +52,6 @@ PACKED = {"sequence_length": 512, "batch_size": 16, "seed": 0}
 #: The memory target: bytes a sequence, plus this.
 BYTES_PER_SEQUENCE = 32
 FIXED_BYTES = 10**9
-
-
-def rss(field="VmRSS"):
-    """A memory field of /proc/self/status, in bytes."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 # ------------------------------------------------------------------ corpus
