@@ -233,7 +233,9 @@ class PackedBuilder(PlannedBuilder):
             paddings,
         )
         candidates = prepared.candidates
-        kept = prepared.cut_lengths[candidates]
+        kept = prepared.cut_lengths
+        if len(candidates) < len(kept):  # else every element, in order: no copy
+            kept = kept[candidates]
         # The rows formed do not depend on the epoch (only who fills them).
         # One per-segment width for every build: that of the first.
         max_segments = self.max_segments_per_row or self.resolved_max_segments

@@ -8,7 +8,7 @@ from kerasbatch.config import Configurable
 from kerasbatch.data import model_inputs as model_inputs_lib
 from kerasbatch.data import padding as padding_lib
 from kerasbatch.planning import built as built_lib
-from kerasbatch.planning import orders
+from kerasbatch.planning import orders, sorting
 from kerasbatch.planning import plan as plan_lib
 from kerasbatch.planning import remainders as remainders_lib
 
@@ -256,7 +256,7 @@ class Settings(Configurable):
         """Returns `(candidate indices, cut limit, number dropped)`."""
         # int32 where the indices fit: 4 bytes an element less.
         everything = orders.compact(
-            np.arange(len(lengths), dtype=orders.index_dtype(len(lengths)))
+            np.arange(len(lengths), dtype=sorting.index_dtype(len(lengths)))
         )
         if self.max_length is None:
             return everything, plan_lib.NO_LIMIT, 0

@@ -17,8 +17,10 @@ from kerasbatch import checks
 from kerasbatch.engines import derived
 from kerasbatch.engines import stream_counters as counters_lib
 
-#: Plans kept per dataset (an epoch's plan is made once, read many times).
-_PLAN_CACHE_SIZE = 4
+#: Plans kept per dataset (an epoch's plan is made once, read many times):
+#: the epoch served and one more (the one before, or the next), since a
+#: plan of a corpus of tens of millions of elements holds a few hundred MB.
+_PLAN_CACHE_SIZE = 2
 
 #: Every built dataset still in use -> its `Served`.
 _SERVED = weakref.WeakKeyDictionary()

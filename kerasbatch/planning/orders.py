@@ -29,7 +29,7 @@ import dataclasses
 
 import numpy as np
 
-from kerasbatch.planning import remainders
+from kerasbatch.planning import remainders, sorting
 
 #: Streams of the hash, so that unit, batch and slot orders are independent.
 UNIT_STREAM = 0
@@ -85,15 +85,27 @@ def hash31(seed, epoch, stream, count):
     >>> hash31(0, 0, 0, 3).tolist() == hash31(0, 0, 0, 4)[:3].tolist()
     True
     """
+    out = np.empty(count, np.int64)
+    for start in range(0, count, CHUNK):  # bounded temporaries
+        out[start : start + CHUNK] = hash31_at(
+            seed, epoch, stream, np.arange(start, min(start + CHUNK, count))
+        )
+    return out
+
+
+def hash31_at(seed, epoch, stream, positions):
+    """The values of `hash31` at non-negative int `positions`.
+
+    Example:
+
+    >>> hash31_at(0, 0, 0, [2, 0]).tolist() == hash31(0, 0, 0, 3)[[2, 0]].tolist()
+    True
+    """
     key = mix64(np.array([seed], np.uint64)) ^ np.uint64(epoch)
     key = mix64(key) ^ np.uint64(stream)
     key = mix64(key)
-    out = np.empty(count, np.int64)
-    for start in range(0, count, CHUNK):  # bounded temporaries
-        end = min(start + CHUNK, count)
-        values = mix64(key ^ np.arange(start, end, dtype=np.uint64))
-        out[start:end] = values >> np.uint64(33)
-    return out
+    values = mix64(key ^ np.asarray(positions).astype(np.uint64))
+    return (values >> np.uint64(33)).astype(np.int64)
 
 
 #: Elements per slice of the large per-element computations of a plan:
@@ -318,11 +330,6 @@ def aligned_empty(shape, dtype):
     return raw[offset : offset + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
-def index_dtype(count):
-    """int32 for indices below `count` where they fit, else int64."""
-    return np.int32 if count <= 2**31 else np.int64
-
-
 def compact(values):
     """Non-negative int `values` as int32 when they fit (else int64).
 
@@ -379,9 +386,14 @@ class PackedOrder:
         # int32 where they fit (lengths are at most a row): half the memory.
         candidates = compact(candidates)
         lengths = compact(lengths)
-        index = index_dtype(len(lengths))
-        rank = np.empty(len(lengths), index)
-        rank[np.argsort(lengths, kind="stable")] = np.arange(len(lengths), dtype=index)
+        # Every candidate's rank by (length, index): a counting sort.
+        by_length = sorting.stable_order(lengths, _length_bound(lengths))
+        rank = np.empty(len(lengths), by_length.dtype)
+        for start in range(0, len(lengths), CHUNK):
+            rank[by_length[start : start + CHUNK]] = np.arange(
+                start, start + len(by_length[start : start + CHUNK])
+            )
+        del by_length
         rows = EpochOrder.of_groups(
             np.arange(packing.num_rows),
             np.zeros(packing.num_rows, np.int64),
@@ -409,29 +421,44 @@ class PackedOrder:
 
     def slot_elements(self, seed, epoch):
         """The element of every slot in `epoch`, row after row (rows in
-        their fixed order, each row's sequences in the epoch's order)."""
+        their fixed order, each row's sequences in the epoch's order).
+
+        In `epoch`'s order, candidates are sorted by `(length, hash)` and
+        the sequences of a row by hash: these are the stable argsorts of
+        `length * MAX_GROUP + hash` and of `row * MAX_GROUP + hash`
+        (`kerasbatch.engines.tf_data.orders` computes them so), made here
+        segment by segment in bounded memory.
+        """
+        # Candidate positions by (length, position).
+        by_length = sorting.stable_order(self.lengths, _length_bound(self.lengths))
         if self.shuffle:
-            keys = hash31(seed, epoch, UNIT_STREAM, len(self.lengths))
-            for start in range(0, len(keys), CHUNK):
-                lengths = self.lengths[start : start + CHUNK].astype(np.int64)
-                keys[start : start + CHUNK] += lengths * MAX_GROUP
-        else:
-            keys = self.lengths
-        by_length = self.candidates[np.argsort(keys, kind="stable")]
-        del keys
+            length_splits = np.cumsum(
+                sorting.key_counts(self.lengths, _length_bound(self.lengths))
+            )
+            ranked = by_length
+            by_length = sorting.sort_segments(
+                ranked,
+                np.append(0, length_splits),
+                lambda start, end: hash31_at(
+                    seed, epoch, UNIT_STREAM, ranked[start:end]
+                ),
+            )
+            del ranked
+        by_length = by_length.astype(self.candidates.dtype, copy=False)
+        for start in range(0, len(by_length), CHUNK):  # positions to elements
+            part = by_length[start : start + CHUNK]
+            part[...] = self.candidates[part]
         elements = by_length[self.slot_ranks]
         del by_length
         if not self.shuffle:
             return elements
-        keys = hash31(seed, epoch, SLOT_STREAM, len(elements))
-        splits = self.row_splits
-        for first in range(0, len(splits) - 1, CHUNK):
-            local = splits[first : first + CHUNK + 1]
-            rows = np.repeat(
-                np.arange(first, first + len(local) - 1, dtype=np.int64), np.diff(local)
-            )
-            keys[local[0] : local[-1]] += rows * MAX_GROUP
-        return elements[np.argsort(keys, kind="stable")]
+        return sorting.sort_segments(
+            elements,
+            self.row_splits,
+            lambda start, end: hash31_at(
+                seed, epoch, SLOT_STREAM, np.arange(start, end)
+            ),
+        )
 
     def batches(self, seed, epoch):
         """`(indices, row_splits, batch_splits)` of `epoch`: element indices
@@ -443,3 +470,8 @@ class PackedOrder:
         row_splits = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         indices = gather_spans(elements, self.row_splits[rows], row_splits)
         return indices, row_splits, batch_splits
+
+
+def _length_bound(lengths):
+    """A bound above every one of `lengths` (non-negative ints)."""
+    return int(lengths.max(initial=0)) + 1

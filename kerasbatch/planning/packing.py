@@ -18,8 +18,8 @@ import functools
 
 import numpy as np
 
-from kerasbatch.planning import orders
 from kerasbatch.planning import plan as plan_lib
+from kerasbatch.planning import sorting
 
 
 class RowSplits:
@@ -102,23 +102,24 @@ def pack(lengths, capacity, max_segments=None, rng=None):
     if lengths.dtype not in (np.int32, np.int64):
         lengths = lengths.astype(np.int64)
     _check_lengths(lengths, capacity)
-    # Indices and sizes in int32 where they fit: half the memory of a large
-    # packing (sizes are at most `capacity`).
-    index = orders.index_dtype(len(lengths))
-    if rng is None:
-        order = np.arange(len(lengths), dtype=index)
-    else:
-        order = rng.permutation(len(lengths)).astype(index)
-    # An empty sequence still takes a segment: count it as one position.
+    # Indices and sizes in int32 where they fit, sorts by counting (sizes
+    # are at most `capacity`, rows fewer than sequences): a large packing
+    # holds a few 4-byte arrays, never an int64 copy.
+    index = sorting.index_dtype(len(lengths))
+    order = None if rng is None else rng.permutation(len(lengths)).astype(index)
+    # Room taken, from the largest: an empty sequence still takes a segment.
     size_dtype = np.int32 if capacity < 2**31 else np.int64
-    sizes = np.maximum(lengths if rng is None else lengths[order], 1).astype(
+    room_left = np.maximum(lengths if order is None else lengths[order], 1).astype(
         size_dtype, copy=False
     )
-    by_size = np.argsort(-sizes, kind="stable")
-    order, sizes = order[by_size], sizes[by_size]
+    np.subtract(capacity, room_left, out=room_left)
+    by_size = sorting.stable_order(room_left, capacity)
+    size_counts = np.zeros(capacity + 1, np.int64)  # by size, from 0
+    size_counts[1:] = sorting.key_counts(room_left, capacity)[::-1]
+    del room_left
+    order = by_size if order is None else order[by_size]
     del by_size
-    row_of = _best_fit_decreasing(sizes, capacity, max_segments, index)
-    del sizes
+    row_of = _best_fit_decreasing(size_counts, capacity, max_segments, index)
     num_rows = int(row_of.max()) + 1 if len(row_of) else 0
     if rng is not None:
         row_of = rng.permutation(num_rows).astype(index)[
@@ -126,33 +127,38 @@ def pack(lengths, capacity, max_segments=None, rng=None):
         ]  # rows in a random order
         shuffled = rng.permutation(len(order))  # sequences too, within rows
         order, row_of = order[shuffled], row_of[shuffled]
-    by_row = np.argsort(row_of, kind="stable")
-    order, row_of = order[by_row], row_of[by_row]
-    del by_row
-    counts = np.bincount(row_of, minlength=num_rows)
+        del shuffled
+    by_row = sorting.stable_order(row_of, num_rows)
+    counts = sorting.key_counts(row_of, num_rows)
+    del row_of
+    for start in range(0, len(by_row), sorting.SLICE):  # in place
+        part = by_row[start : start + sorting.SLICE]
+        part[...] = order[part]
     row_splits = np.zeros(num_rows + 1, dtype=np.int64)
     np.cumsum(counts, out=row_splits[1:])
-    return Packing(order=order, row_splits=row_splits)
+    return Packing(order=by_row, row_splits=row_splits)
 
 
-def _best_fit_decreasing(sizes, capacity, max_segments, index=np.int64):
-    """The row of every sequence, for `sizes` in decreasing order.
+def _best_fit_decreasing(size_counts, capacity, max_segments, index=np.int64):
+    """The row of every sequence, for sequences in decreasing size
+    (`size_counts[s]`: how many of size s).
 
     Sequences of one size are placed together: best fit sends each to the
     open row with the least room that fits it, and a row that just took one
     keeps the least room, so it takes as many as fit before the next row
     gets any. Rows are tried in order of remaining room (ties: oldest first).
     """
-    num_items = len(sizes)
+    num_items = int(size_counts.sum())
+    row_of = np.empty(num_items, index)
+    sizes = np.arange(len(size_counts))
     # Room for the rows, grown as they come: far fewer than the items.
-    guess = min(num_items, 2 * int(sizes.sum(dtype=np.int64)) // capacity + 16)
-    remaining = np.empty(guess, dtype=sizes.dtype)
+    guess = min(num_items, 2 * int(size_counts @ sizes) // capacity + 16)
+    size_dtype = np.int32 if capacity < 2**31 else np.int64
+    remaining = np.empty(guess, dtype=size_dtype)
     segments = np.empty(guess, dtype=index)
-    per_size_rows = []
-    num_rows = 0
-    distinct, starts = np.unique(-sizes, return_index=True)
-    counts = np.diff(np.append(starts, num_items))
-    for size, count in zip(-distinct, counts, strict=True):
+    num_rows = placed = 0
+    for size in np.flatnonzero(size_counts)[::-1].tolist():
+        count = int(size_counts[size])
         open_rows = remaining[:num_rows]
         fits = open_rows >= size
         if max_segments is not None:
@@ -179,15 +185,11 @@ def _best_fit_decreasing(sizes, capacity, max_segments, index=np.int64):
         remaining[new_rows] = capacity - new_taken * size
         segments[new_rows] = new_taken
         num_rows += len(new_rows)
-        per_size_rows.append(
-            np.repeat(
-                np.concatenate([used, new_rows]).astype(index),
-                np.append(taken, new_taken),
-            )
+        row_of[placed : placed + count] = np.repeat(
+            np.concatenate([used, new_rows]), np.append(taken, new_taken)
         )
-    if not per_size_rows:
-        return np.zeros(0, dtype=index)
-    return np.concatenate(per_size_rows)
+        placed += count
+    return row_of
 
 
 def _fill(room, count):
