@@ -66,6 +66,7 @@ WITH_EXAMPLES = {
     "kerasbatch.losses.masked_mean_squared_error",
     "kerasbatch.losses.negative_snr",
     "kerasbatch.planning.orders",
+    "kerasbatch.planning.sorting",
     "kerasbatch.data.padding",
     "kerasbatch.tools.plotting",
     "kerasbatch.data.reducers",
