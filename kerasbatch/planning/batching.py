@@ -427,9 +427,10 @@ def packed_plan(
         elements = indices[start : start + orders.CHUNK]
         kept = cut_lengths[elements]
         token_lengths[start : start + orders.CHUNK] = kept
-        cut = lengths[elements] - kept
-        truncated += int((cut > 0).sum())
-        truncated_positions += int(cut.sum())
+        if not _same_values(cut_lengths, lengths):  # else nothing is cut
+            cut = lengths[elements] - kept
+            truncated += int((cut > 0).sum())
+            truncated_positions += int(cut.sum())
     return packing.PackedPlan(
         epoch=epoch,
         sequence_length=sequence_length,
@@ -443,4 +444,14 @@ def packed_plan(
         truncated_positions=truncated_positions * len(component_names),
         batch_multiple=batch_multiple,
         capacities=order.rows.batch_capacities(seed, epoch),
+    )
+
+
+def _same_values(first, second):
+    """Whether two arrays are views of the same memory, alike."""
+    return (
+        first.shape == second.shape
+        and first.dtype == second.dtype
+        and first.strides == second.strides
+        and first.ctypes.data == second.ctypes.data
     )
