@@ -17,6 +17,11 @@ jupyter_client = pytest.importorskip("jupyter_client")
 
 TUTORIALS = pathlib.Path(__file__).resolve().parent.parent / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS.glob("*.ipynb"))
+#: The tutorials on JAX without TensorFlow run in the environment without
+#: it (`tensorflow_free/test_tutorial.py`, with the same checks); the others
+#: run here.
+WITHOUT_TENSORFLOW = {"07_jax_without_tensorflow.ipynb", "09_data_on_disk.ipynb"}
+RUN_HERE = [path for path in NOTEBOOKS if path.name not in WITHOUT_TENSORFLOW]
 KERNEL_NAME = "python3"
 
 
@@ -50,7 +55,7 @@ def test_notebook_is_stored_without_outputs(path):
             assert cell.execution_count is None, f"cell {index} has a count"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", RUN_HERE, ids=lambda path: path.name)
 def test_notebook_runs_cleanly(path, tmp_path, monkeypatch):
     # The kernel inherits this process's environment: a user's has no
     # TF_CPP_MIN_LOG_LEVEL (conftest sets it for the tests' own process),

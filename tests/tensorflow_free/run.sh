@@ -3,17 +3,18 @@
 # it: a fresh virtual environment with `pip install kerasbatch[grain]` (no
 # TensorFlow: `import tensorflow` must fail there), then every test in this
 # folder on KERAS_BACKEND=jax: every builder on the grain and python engines
-# in a real model.fit, the callbacks, resume after a kill, and the tuner.
+# in a real model.fit, the callbacks, resume after a kill, and the tuner
+# (on every core, as the main suite).
 set -eu
 cd "$(dirname "$0")/../.."
 venv="${TMPDIR:-/tmp}/kerasbatch-without-tensorflow"
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -e ".[grain]" "jax[cpu]" pytest hypothesis \
+"$venv/bin/python" -m pip install --quiet -e ".[grain]" "jax[cpu]" pytest pytest-xdist hypothesis \
   nbclient nbformat ipykernel
 if "$venv/bin/python" -c "import tensorflow" 2>/dev/null; then
   echo "TensorFlow is installed in $venv: this check needs an environment without it" >&2
   exit 1
 fi
-KERAS_BACKEND=jax "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/tensorflow_free "$@"
+KERAS_BACKEND=jax "$venv/bin/python" -m pytest -q -n auto -p no:cacheprovider tests/tensorflow_free "$@"

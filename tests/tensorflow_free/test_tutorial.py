@@ -1,11 +1,14 @@
 """Tutorials 07 (Keras on JAX without TensorFlow) and 09 (data on disk) run
-top to bottom; CI runs them in the environment without TensorFlow
-(`run.sh`)."""
+top to bottom, print nothing a user should not see and leave no files
+behind; CI runs them in the environment without TensorFlow (`run.sh`), and
+the other tutorials in the main suite (`test_tutorials.py`)."""
 
 import importlib.util
+import os
 import pathlib
 
 import pytest
+from notebook_output import unwanted_lines
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -19,8 +22,12 @@ EXPECTED = {
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_the_tutorial_runs_without_errors(monkeypatch, name):
+def test_the_tutorial_runs_without_errors(monkeypatch, tmp_path, name):
     monkeypatch.setenv("KERAS_BACKEND", "jax")  # the kernel inherits it
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
     notebook = nbformat.read(TUTORIALS / name, as_version=4)
     nbclient.NotebookClient(
         notebook,
@@ -35,5 +42,10 @@ def test_the_tutorial_runs_without_errors(monkeypatch, name):
         for output in cell.outputs
     )
     assert EXPECTED[name] in printed
+    unwanted = unwanted_lines(notebook)
+    assert not unwanted, f"{name} prints what a user should not see:\n" + (
+        "\n".join(unwanted)
+    )
+    assert sorted(os.listdir(temporary)) == [], f"{name} leaves files behind"
     if importlib.util.find_spec("tensorflow") is None:
         assert "TensorFlow imported: False" in printed
