@@ -30,6 +30,7 @@ Every figure goes to `--output` (JSON) and a table on stdout.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -232,10 +233,21 @@ def child_throughput(args):
             source.map(parse), lengths=lengths, engine="grain", read_threads=threads
         )
 
+    def tf_data_epoch():
+        source = grain.MapDataset.source(grain.sources.ArrayRecordDataSource(path))
+        builder = kerasbatch.BucketBuilder(
+            num_buckets=16, batch_size=batch_size, seed=0
+        )
+        return builder.build(
+            source.map(parse), lengths=lengths, engine="tf.data", read_threads=threads
+        )
+
     def grain_epoch():
         return hand_written_grain(path, batch_size, 32, 0, threads)
 
     methods = {"kerasbatch BucketBuilder (grain engine)": kerasbatch_epoch}
+    if importlib.util.find_spec("tensorflow") is not None:
+        methods["kerasbatch BucketBuilder (tf.data engine)"] = tf_data_epoch
     methods["hand-written Grain (shuffle, window sort, pad)"] = grain_epoch
     results = {name: {"seconds": [], "batches": 0} for name in methods}
     for _ in range(args.rounds):
@@ -245,7 +257,7 @@ def child_throughput(args):
             real = padded = batches = 0
             shapes = set()
             for batch in dataset:
-                array = batch
+                array = np.asarray(batch)
                 real += int(np.count_nonzero(array))
                 padded += array.size
                 batches += 1
