@@ -30,6 +30,7 @@ Every figure goes to `--output` (JSON) and a table on stdout.
 """
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -224,30 +225,27 @@ def child_throughput(args):
     lengths = tokens.lengths[:count]
     batch_size, threads = 64, 16
 
-    def kerasbatch_epoch():
+    def kerasbatch_epoch(engine):
         source = grain.MapDataset.source(grain.sources.ArrayRecordDataSource(path))
         builder = kerasbatch.BucketBuilder(
             num_buckets=16, batch_size=batch_size, seed=0
         )
         return builder.build(
-            source.map(parse), lengths=lengths, engine="grain", read_threads=threads
-        )
-
-    def tf_data_epoch():
-        source = grain.MapDataset.source(grain.sources.ArrayRecordDataSource(path))
-        builder = kerasbatch.BucketBuilder(
-            num_buckets=16, batch_size=batch_size, seed=0
-        )
-        return builder.build(
-            source.map(parse), lengths=lengths, engine="tf.data", read_threads=threads
+            source.map(parse), lengths=lengths, engine=engine, read_threads=threads
         )
 
     def grain_epoch():
         return hand_written_grain(path, batch_size, 32, 0, threads)
 
-    methods = {"kerasbatch BucketBuilder (grain engine)": kerasbatch_epoch}
+    engines = ["grain"]
     if importlib.util.find_spec("tensorflow") is not None:
-        methods["kerasbatch BucketBuilder (tf.data engine)"] = tf_data_epoch
+        engines.append("tf.data")
+    methods = {
+        f"kerasbatch BucketBuilder ({engine} engine)": functools.partial(
+            kerasbatch_epoch, engine
+        )
+        for engine in engines
+    }
     methods["hand-written Grain (shuffle, window sort, pad)"] = grain_epoch
     results = {name: {"seconds": [], "batches": 0} for name in methods}
     for _ in range(args.rounds):
