@@ -390,9 +390,8 @@ class PackedOrder:
         by_length = sorting.stable_order(lengths, _length_bound(lengths))
         rank = np.empty(len(lengths), by_length.dtype)
         for start in range(0, len(lengths), CHUNK):
-            rank[by_length[start : start + CHUNK]] = np.arange(
-                start, start + len(by_length[start : start + CHUNK])
-            )
+            part = by_length[start : start + CHUNK]
+            rank[part] = np.arange(start, start + len(part))
         del by_length
         rows = EpochOrder.of_groups(
             np.arange(packing.num_rows),
@@ -430,11 +429,10 @@ class PackedOrder:
         segment by segment in bounded memory.
         """
         # Candidate positions by (length, position).
-        by_length = sorting.stable_order(self.lengths, _length_bound(self.lengths))
+        bound = _length_bound(self.lengths)
+        by_length = sorting.stable_order(self.lengths, bound)
         if self.shuffle:
-            length_splits = np.cumsum(
-                sorting.key_counts(self.lengths, _length_bound(self.lengths))
-            )
+            length_splits = np.cumsum(sorting.key_counts(self.lengths, bound))
             ranked = by_length
             by_length = sorting.sort_segments(
                 ranked,
