@@ -1,0 +1,1 @@
+"""MkDocs hooks: checks that fail the strict build."""
