@@ -115,7 +115,7 @@ def __getattr__(name):
     where it is missing)."""
     import importlib
 
-    if name in _KERAS_MODULES:
+    if name in _KERAS_MODULES or name == "io":
         return importlib.import_module(f"kerasbatch.{name}")
     if name in _KERAS_NAMES:
         return getattr(importlib.import_module(_KERAS_NAMES[name]), name)

@@ -21,10 +21,12 @@ class Configurable:
     """
 
     def get_config(self):
+        """The constructor arguments, a JSON-serialisable dict: `from_config` makes an equal instance of it."""
         raise NotImplementedError
 
     @classmethod
     def from_config(cls, config):
+        """A new instance from the dict of `get_config()`."""
         return cls(**config)
 
     def __eq__(self, other):

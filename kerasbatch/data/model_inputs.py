@@ -115,6 +115,7 @@ class ModelInputs(Configurable):
             )
 
     def get_config(self):
+        """The settings, a JSON-serialisable dict."""
         return {
             "names": dict(self.names),
             "padding_mask": self.padding_mask,

@@ -67,10 +67,12 @@ class Padding:
         return self.length if isinstance(self.length, int) else None
 
     def get_config(self):
+        """`{"value": ..., "length": ...}`."""
         return {"value": self.value, "length": self.length}
 
     @classmethod
     def from_config(cls, config):
+        """A new `Padding` from the dict of `get_config()`."""
         return cls(**config)
 
     def __eq__(self, other):

@@ -86,10 +86,12 @@ class Reducer:
         self.finalize_fn = finalize_fn
 
     def get_config(self):
+        """The registered names of the reducer's functions."""
         return {name: _registered_name(self, name) for name in _FUNCTIONS}
 
     @classmethod
     def from_config(cls, config):
+        """A new `Reducer` from the dict of `get_config()`: its functions looked up by their registered names."""
         functions = {}
         for name in _FUNCTIONS:
             functions[name] = keras.saving.get_registered_object(config[name])

@@ -25,8 +25,28 @@ every builder reads by index. They need NumPy only.
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 from kerasbatch.io.token_file import TokenFile, TokenFileWriter, write_token_file
+
+if TYPE_CHECKING:  # for type checkers and the API reference; imported lazily below
+    from kerasbatch.io.dataset_check import DatasetCheck, check_dataset
+    from kerasbatch.io.dataset_parsing import parse_batches
+    from kerasbatch.io.error_messages import error_message
+    from kerasbatch.io.loader import TFRecordLoader
+    from kerasbatch.io.loader_config import LOADER_TYPES
+    from kerasbatch.io.manifest import (
+        COMPRESSIONS,
+        DESERIALIZE_TYPES,
+        MANIFEST_NAME,
+        FeatureSpec,
+        Manifest,
+        load_manifest,
+    )
+    from kerasbatch.io.parsing import make_batch_parser, make_parser
+    from kerasbatch.io.record_counts import add_record_counts
+    from kerasbatch.io.records import read_file_records
+    from kerasbatch.io.writer import write_dataset, write_list_file
 
 #: The names that read or write TFRecords, imported on first use: they need
 #: TensorFlow (where it is missing, an ImportError says so).

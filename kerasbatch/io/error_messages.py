@@ -27,7 +27,7 @@ def error_message(error):
     A record or file that fails a check inside a `tf.data` pipeline (in
     `model.fit`, or iterating a loader's dataset) raises a
     `tf.errors.InvalidArgumentError` whose text TensorFlow wraps in its own
-    ("Graph execution error: ... assertion failed: [...] [[{{node ...}}]]"),
+    (`"Graph execution error: ... assertion failed: [...] [[{{node ...}}]]"`),
     with quotes and backslashes escaped. This returns kerasbatch's message
     alone, one sentence naming the file (and the record), as it was written.
     TensorFlow's parse errors that name a record (a value of another type

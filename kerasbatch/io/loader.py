@@ -82,6 +82,7 @@ class TFRecordLoader:
 
     @classmethod
     def from_config(cls, config):
+        """A new loader from the dict of `get_config()`."""
         return cls(**config)
 
     @classmethod

@@ -194,6 +194,7 @@ class PadSequences(keras.layers.Layer):
         return tf.cast(tf.constant(np.asarray(self.value)), dtype)
 
     def call(self, inputs):
+        """Pads (and truncates) a batch of ragged sequences to a dense tensor."""
         dtype = tf.as_dtype(self.compute_dtype)
         input_dtype = tf.as_dtype(inputs.dtype)
         if (input_dtype == tf.string) != (dtype == tf.string):
@@ -264,6 +265,7 @@ class PadSequences(keras.layers.Layer):
         return outputs
 
     def compute_output_shape(self, input_shape):
+        """`(batch, maxlen or the input's time axis, *trailing)`."""
         input_shape = tuple(input_shape)
         timesteps = self.maxlen if self.maxlen is not None else input_shape[1]
         return (input_shape[0], timesteps, *input_shape[2:])

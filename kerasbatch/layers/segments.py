@@ -77,6 +77,7 @@ class SegmentAttentionMask(keras.layers.Layer):
         self.built = True
 
     def call(self, segment_ids):
+        """The `(batch, length, length)` boolean attention mask of `segment_ids`."""
         _check_segment_ids(self, segment_ids)
         return ops.logical_or(_same_segment(segment_ids), _itself(segment_ids))
 
@@ -127,6 +128,7 @@ class SegmentPooling(keras.layers.Layer):
         self.built = True
 
     def call(self, features, segment_ids):
+        """Pools `features` per segment: `(batch, slots, channels)`."""
         _check_segment_ids(self, segment_ids)
         if len(features.shape) != 3 or any(
             a is not None and b is not None and a != b
@@ -195,6 +197,7 @@ class SegmentLossWeights(keras.layers.Layer):
         self.built = True
 
     def call(self, segment_ids):
+        """The `(batch, length)` weights of `segment_ids`: 0 on padding."""
         _check_segment_ids(self, segment_ids)
         dtype = self.compute_dtype
         real = ops.cast(ops.not_equal(segment_ids, 0), dtype)
@@ -204,6 +207,7 @@ class SegmentLossWeights(keras.layers.Layer):
         return real / ops.maximum(lengths, 1)
 
     def compute_output_shape(self, input_shape):
+        """The shape of `segment_ids`."""
         return tuple(input_shape)
 
     def get_config(self):

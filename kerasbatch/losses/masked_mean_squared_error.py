@@ -81,6 +81,7 @@ class MaskedMeanSquaredError(MaskedSequenceLoss):
         super().__init__(name=name, dtype=dtype)
 
     def per_example(self, y_true, y_pred, frame_weights):
+        """The mean squared error of each example over its valid frames."""
         diff = y_pred - y_true
         if frame_weights is None:
             per_feature = ops.mean(ops.square(diff), axis=1)

@@ -279,6 +279,7 @@ class MaskedSequenceLoss(keras.losses.Loss):
         super().__init__(name=name, reduction="sum_over_batch_size", dtype=dtype)
 
     def per_example(self, y_true, y_pred, frame_weights):
+        """One loss per example, from its valid frames (`frame_weights` nonzero, or every frame where it is None)."""
         raise NotImplementedError
 
     def __call__(self, y_true, y_pred, sample_weight=None):
@@ -312,10 +313,12 @@ class MaskedSequenceLoss(keras.losses.Loss):
         return self.per_example(y_true, y_pred, None)
 
     def get_config(self):
+        """The loss's name and dtype, a JSON-serialisable dict."""
         return {"name": self.name, "dtype": self.dtype}
 
     @classmethod
     def from_config(cls, config):
+        """A new loss from the dict of `get_config()`."""
         config = dict(config)
         # Written by `keras.losses.Loss.get_config`; these losses always
         # reduce to a scalar mean, so it carries no information.

@@ -67,6 +67,7 @@ class NegativeSNR(MaskedSequenceLoss):
         self.epsilon = float(epsilon)
 
     def per_example(self, y_true, y_pred, frame_weights):
+        """The negative SNR in dB of each example over its valid frames."""
         noise = y_true - y_pred
         if frame_weights is None:
             signal_energy = ops.sum(ops.square(y_true), axis=1)
@@ -82,6 +83,7 @@ class NegativeSNR(MaskedSequenceLoss):
         return -mean_over_features(snr)
 
     def get_config(self):
+        """The loss's configuration, with `epsilon`."""
         config = super().get_config()
         config["epsilon"] = self.epsilon
         return config

@@ -86,6 +86,7 @@ class EpochCounts:
 
     @property
     def num_batches(self):
+        """The number of batches in the epoch."""
         return len(self.batch_splits) - 1
 
     @property
@@ -164,6 +165,7 @@ class BatchPlan(EpochCounts):
         return np.unique(table, axis=0) if len(table) else table
 
     def statistics(self):
+        """The epoch's `PlanStatistics`: padding efficiency, shapes, dropped and truncated counts."""
         real = self.real_positions.sum(axis=0)
         padded = self.padded_positions().sum(axis=0)
         return PlanStatistics(

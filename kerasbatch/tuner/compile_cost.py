@@ -118,6 +118,7 @@ class CompileCost(Configurable):
         )
 
     def get_config(self):
+        """The costs and epochs, a JSON-serialisable dict."""
         return {
             "seconds_per_shape": self.seconds_per_shape,
             "seconds_per_position": self.seconds_per_position,

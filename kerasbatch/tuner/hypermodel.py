@@ -91,6 +91,7 @@ class BucketHyperModel(keras_tuner.HyperModel):
         self.builder = builder or BucketBuilder()
 
     def declare_hyperparameters(self, hp):
+        """Declares the search space's hyperparameters on `hp`."""
         self.search_space.declare(hp)
 
     def build(self, hp):

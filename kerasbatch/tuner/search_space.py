@@ -108,6 +108,7 @@ class BucketSearchSpace(Configurable):
             )
 
     def get_config(self):
+        """The search space's choices, a JSON-serialisable dict."""
         return {
             "num_buckets": list(self.num_buckets),
             "boundaries": list(self.boundaries),
