@@ -46,7 +46,6 @@ _KERAS_MODULES = (
     "tools",
     "tuner",
 )
-#: Imported on first use only: it needs TensorFlow.
 #: The names the console script and `python -m` may run as.
 _COMMAND_NAMES = ("kerasbatch", "kerasbatch.exe", "kerasbatch-script.py")
 
