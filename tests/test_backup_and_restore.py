@@ -3,7 +3,7 @@ by an exception (a stand-in for a kill) and a restarted one, on the `grain`
 and `python` engines. The restarted `fit` is one call: it trains the rest
 of the stopped epoch and every epoch after it, with exactly the batches and
 final weights of an uninterrupted run, and Keras warns of no input that ran
-out of data. (`tests/test_readme_resume.py` kills a real process.)"""
+out of data. (`tests/test_guide_resume.py` kills a real process.)"""
 
 import warnings
 

@@ -1,5 +1,5 @@
-"""The README's Engines example, run as a script on JAX and Grain, killed
-mid-epoch and run again: its one `fit` resumes at the batch after the last
+"""The Engines guide's first example (`docs/guides/engines.md`), run as a
+script on JAX and Grain, killed mid-epoch and run again: its one `fit` resumes at the batch after the last
 backup and trains to the last epoch, with exactly the batches and final
 weights of an uninterrupted run, and no warning.
 
@@ -22,8 +22,7 @@ import sys
 import numpy as np
 import pytest
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
-SECTION = "## Engines: tf.data, Grain or Python"
+GUIDE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "guides" / "engines.md"
 KILL_AT = (3, 5)  # (epoch, batch), a few batches after a backup
 
 pytestmark = pytest.mark.skipif(
@@ -88,11 +87,10 @@ runpy.run_path(example, run_name="__main__")
 """
 
 
-def readme_example():
-    """The first Python code block of the README's Engines section."""
-    text = README.read_text()
-    section = text[text.index(SECTION) :]
-    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+def guide_example():
+    """The first Python code block of the Engines guide."""
+    text = GUIDE.read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", text, re.DOTALL).group(1)
     assert "BackupAndRestore" in code and "model.fit(" in code
     return code
 
@@ -119,8 +117,8 @@ def logged(directory, phase):
     return [json.loads(line) for line in lines]
 
 
-def test_the_readme_example_resumes_a_killed_fit_to_its_last_epoch(tmp_path):
-    (tmp_path / "example.py").write_text(readme_example())
+def test_the_engines_guide_example_resumes_a_killed_fit_to_its_last_epoch(tmp_path):
+    (tmp_path / "example.py").write_text(guide_example())
     (tmp_path / "runner.py").write_text(RUNNER)
     for folder in ("full", "killed"):
         (tmp_path / folder).mkdir()
