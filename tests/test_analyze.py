@@ -20,7 +20,12 @@ from kerasbatch.tools.lengths import read_lengths
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NUM_EPOCHS = 3
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+GUIDE = (
+    pathlib.Path(__file__).resolve().parents[1]
+    / "docs"
+    / "guides"
+    / "choosing-a-builder.md"
+)
 
 
 def make_data(num_elements=300, seed=0):
@@ -767,14 +772,15 @@ def test_a_tfrecord_dataset_without_tensorflow_is_one_sentence(tmp_path):
     assert result.stderr.count("\n") == 1
 
 
-def readme_section():
-    text = README.read_text(encoding="utf-8")
-    start = text.index("## Analyze your lengths before training")
+def guide_section():
+    """The section of the guide "Choosing a builder" on `kerasbatch analyze`."""
+    text = GUIDE.read_text(encoding="utf-8")
+    start = text.index("## Let `kerasbatch analyze` choose")
     return text[start : text.index("\n## ", start + 1)]
 
 
-def test_the_readme_shows_what_the_command_prints(tmp_path):
-    command, output = re.findall(r"```\n(.*?)```", readme_section(), re.S)[:2]
+def test_the_guide_shows_what_the_command_prints(tmp_path):
+    command, output = re.findall(r"```(?:bash)?\n(.*?)```", guide_section(), re.S)[:2]
     arguments = shlex.split(command)
     assert arguments[:5] == ["python", "-m", "kerasbatch", "analyze", "lengths.npy"]
     plot = arguments.index("--plot")
@@ -786,10 +792,10 @@ def test_the_readme_shows_what_the_command_prints(tmp_path):
     assert result.stdout == output
 
 
-def test_the_readme_shows_the_costs():
+def test_the_guide_shows_the_costs():
     rows = [
         line.split("|")[1:-1]
-        for line in readme_section().splitlines()
+        for line in guide_section().splitlines()
         if re.match(r"\| `\w+`, `\w+` \|", line)
     ]
     assert len(rows) == 6
