@@ -67,7 +67,8 @@ class WarmUp(BuilderCallback):
     * Shapes of later epochs: builders whose shapes change every epoch
       (batch padding without `pad_to_bucket` / `pad_to_multiple`) meet new
       shapes each epoch; `epochs` warms more of them up front. With
-      `pad_to_bucket=True, remainder="pad"` every epoch has the same shapes.
+      `pad_to_bucket=True` and `remainder="even"` (or `"pad"`) every epoch
+      has the same shapes.
 
     The warm-up reads the data of each epoch it warms until every shape has
     appeared (at worst one epoch of the pipeline, not of training; for a
