@@ -4,6 +4,7 @@ Most tests run with `make_parser` (`batch_size` None) and with
 `make_batch_parser` over batches of `batch_size` records, unbatched.
 """
 
+import functools
 import os
 import re
 
@@ -98,11 +99,18 @@ def data_files(path):
 
 def parse_records(records, manifest, names=None, on_error="raise", batch_size=None):
     """`records` parsed by `make_parser`, or by `make_batch_parser` in batches
-    of `batch_size` and unbatched."""
+    of `batch_size` and unbatched. `records` is a dataset or a list of them
+    (one per file, each batched on its own), parsed by one `map`: the parse
+    function is traced once, however many files."""
+    if not isinstance(records, list):
+        records = [records]
+    if batch_size is not None:
+        records = [file_records.batch(batch_size) for file_records in records]
+    joined = functools.reduce(tf.data.Dataset.concatenate, records)
     if batch_size is None:
-        return records.map(make_parser(manifest, names, on_error=on_error))
+        return joined.map(make_parser(manifest, names, on_error=on_error))
     parse = make_batch_parser(manifest, names, on_error=on_error)
-    return records.batch(batch_size).map(parse).unbatch()
+    return joined.map(parse).unbatch()
 
 
 def unbatchable(manifest):
@@ -112,12 +120,9 @@ def unbatchable(manifest):
 
 
 def parse_all(path, manifest, names=None, on_error="raise", batch_size=None):
-    parsed = []
-    for file in data_files(path):
-        records = read_file_records(file, manifest.compression)
-        dataset = parse_records(records, manifest, names, on_error, batch_size)
-        parsed.extend(dataset.as_numpy_iterator())
-    return parsed, dataset.element_spec
+    records = [read_file_records(f, manifest.compression) for f in data_files(path)]
+    dataset = parse_records(records, manifest, names, on_error, batch_size)
+    return list(dataset.as_numpy_iterator()), dataset.element_spec
 
 
 def parse_file(file, manifest, batch_size, on_error="raise"):
@@ -515,35 +520,32 @@ def test_unbatched_elements_are_make_parsers(tmp_path, kind, on_error, batch_siz
         files, manifest = mixed(tmp_path, kind)
     else:
         files, manifest = written(tmp_path, kind)
-    for file in files:
-        records = read_file_records(file, manifest.compression)
-        names = unbatchable(manifest)
-        single = parse_records(records, manifest, names, on_error)
-        batched = parse_records(records, manifest, names, on_error, batch_size)
-        specs = zip(
-            tf.nest.flatten(single.element_spec),
-            tf.nest.flatten(batched.element_spec),
-            strict=True,
-        )
-        for spec, batched_spec in specs:
-            assert_spec(batched_spec, spec.shape, spec.dtype)
-        # a map turns the ragged-rank-0 specs into make_parser's
-        mapped = batched.map(lambda *parts: parts if len(parts) > 1 else parts[0])
-        assert mapped.element_spec == single.element_spec
-        elements = list(zip(single, batched, strict=True))
-        if kind.startswith("mixed"):
-            assert {bool(valid) for (_, valid), _ in elements} == {True, False}
-        assert elements
-        for expected, element in elements:
-            tf.nest.assert_same_structure(expected, element)
-            pairs = zip(
-                tf.nest.flatten(expected), tf.nest.flatten(element), strict=True
-            )
-            for value, batched_value in pairs:
-                assert isinstance(batched_value, tf.Tensor)
-                assert batched_value.dtype == value.dtype
-                assert batched_value.shape == value.shape
-                np.testing.assert_array_equal(batched_value.numpy(), value.numpy())
+    records = [read_file_records(file, manifest.compression) for file in files]
+    names = unbatchable(manifest)
+    single = parse_records(records, manifest, names, on_error)
+    batched = parse_records(records, manifest, names, on_error, batch_size)
+    specs = zip(
+        tf.nest.flatten(single.element_spec),
+        tf.nest.flatten(batched.element_spec),
+        strict=True,
+    )
+    for spec, batched_spec in specs:
+        assert_spec(batched_spec, spec.shape, spec.dtype)
+    # a map turns the ragged-rank-0 specs into make_parser's
+    mapped = batched.map(lambda *parts: parts if len(parts) > 1 else parts[0])
+    assert mapped.element_spec == single.element_spec
+    elements = list(zip(single, batched, strict=True))
+    if kind.startswith("mixed"):
+        assert {bool(valid) for (_, valid), _ in elements} == {True, False}
+    assert elements
+    for expected, element in elements:
+        tf.nest.assert_same_structure(expected, element)
+        pairs = zip(tf.nest.flatten(expected), tf.nest.flatten(element), strict=True)
+        for value, batched_value in pairs:
+            assert isinstance(batched_value, tf.Tensor)
+            assert batched_value.dtype == value.dtype
+            assert batched_value.shape == value.shape
+            np.testing.assert_array_equal(batched_value.numpy(), value.numpy())
 
 
 @pytest.mark.parametrize("on_error", ["raise", "skip"])
