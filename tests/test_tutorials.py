@@ -11,11 +11,15 @@ import sys
 import pytest
 from notebook_output import unwanted_lines
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "docs"))
+import execute_tutorials  # noqa: E402
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 jupyter_client = pytest.importorskip("jupyter_client")
 
-TUTORIALS = pathlib.Path(__file__).resolve().parent.parent / "tutorials"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TUTORIALS = ROOT / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS.glob("*.ipynb"))
 #: The tutorials on JAX without TensorFlow run in the environment without
 #: it (`tensorflow_free/test_tutorial.py`, with the same checks); the others
@@ -45,14 +49,32 @@ def test_python3_kernel_runs_this_interpreter():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
-def test_notebook_is_stored_without_outputs(path):
+def test_notebook_is_stored_with_the_outputs_of_its_cells(path):
+    # The documentation site renders the notebooks as stored: their outputs
+    # must come from one clean run of the cells as they are now
+    # (`docs/execute_tutorials.py` stores them so).
     notebook = nbformat.read(path, as_version=4)
     nbformat.validate(notebook)
     assert notebook.metadata.kernelspec.name == KERNEL_NAME
-    for index, cell in enumerate(notebook.cells):
-        if cell.cell_type == "code":
-            assert not cell.outputs, f"cell {index} has stored outputs"
-            assert cell.execution_count is None, f"cell {index} has a count"
+    stored = notebook.metadata.get(execute_tutorials.METADATA_KEY, {})
+    assert stored.get("sources_sha256") == execute_tutorials.sources_hash(notebook), (
+        f"{path.name}'s cells changed since its outputs were stored: run "
+        f"python docs/execute_tutorials.py tutorials/{path.name}"
+    )
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    counts = [cell.execution_count for cell in code]
+    assert counts == list(range(1, len(code) + 1)), "not one run, top to bottom"
+    errors = [
+        index
+        for index, cell in enumerate(code)
+        for output in cell.outputs
+        if output.output_type == "error"
+    ]
+    assert not errors, f"stored errors in code cells {errors}"
+    unwanted = unwanted_lines(notebook)
+    assert not unwanted, f"{path.name} stores what a user should not see:\n" + (
+        "\n".join(unwanted)
+    )
 
 
 @pytest.mark.parametrize("path", RUN_HERE, ids=lambda path: path.name)
