@@ -4,7 +4,8 @@
 # TensorFlow: `import tensorflow` must fail there), then every test in this
 # folder on KERAS_BACKEND=jax: every builder on the grain and python engines
 # in a real model.fit, the callbacks, resume after a kill, and the tuner
-# (on every core, as the main suite).
+# (on every core, as the main suite; --dist loadgroup keeps the tests of an
+# xdist_group on one worker, so that test_multi_host's processes start once).
 set -eu
 cd "$(dirname "$0")/../.."
 venv="${TMPDIR:-/tmp}/kerasbatch-without-tensorflow"
@@ -17,4 +18,5 @@ if "$venv/bin/python" -c "import tensorflow" 2>/dev/null; then
   echo "TensorFlow is installed in $venv: this check needs an environment without it" >&2
   exit 1
 fi
-KERAS_BACKEND=jax "$venv/bin/python" -m pytest -q -n auto -p no:cacheprovider tests/tensorflow_free "$@"
+KERAS_BACKEND=jax "$venv/bin/python" -m pytest -q -n auto --dist loadgroup -p no:cacheprovider \
+  tests/tensorflow_free "$@"

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from multi_host_fit import CONFIGS, output
 from test_fit_on_numpy_engines import LENGTHS, sequences, trained
 
 import kerasbatch
@@ -27,30 +28,37 @@ def free_port():
         return probe.getsockname()[1]
 
 
-@pytest.mark.parametrize(
-    "engine, on_disk", [("grain", False), ("python", False), ("grain", True)]
-)
-def test_each_process_feeds_its_part_of_every_global_batch(engine, on_disk, tmp_path):
+@pytest.fixture(scope="module")
+def fed_parts(tmp_path_factory):
+    """Two processes, each training every configuration of `CONFIGS` in turn
+    (JAX's start and the coordinator's handshake once, not per
+    configuration): the directory of their `.npz` files."""
     pytest.importorskip("jax")
+    directory = tmp_path_factory.mktemp("multi_host")
+    token_file = str(directory / "corpus")  # read by index: each its rows only
+    kerasbatch.io.write_token_file(token_file, sequences(LENGTHS), "int32")
     port = free_port()
-    token_file = []
-    if on_disk:  # read by index: each process reads its rows only
-        token_file = [str(tmp_path / "corpus")]
-        kerasbatch.io.write_token_file(token_file[0], sequences(LENGTHS), "int32")
     workers = [
         subprocess.Popen(
             [
                 sys.executable,
                 "multi_host_fit.py",
-                engine,
                 str(port),
                 str(index),
                 str(PROCESSES),
-                str(tmp_path / f"process{index}.npz"),
-                *token_file,
+                str(directory),
+                token_file,
             ],
             cwd=HERE,
-            env={**os.environ, "PYTHONPATH": HERE, "KERAS_BACKEND": "jax"},
+            env={
+                **os.environ,
+                "PYTHONPATH": HERE,
+                "KERAS_BACKEND": "jax",
+                # The configurations train the same model on the same shapes:
+                # the later ones read its compiled steps from the cache.
+                "JAX_COMPILATION_CACHE_DIR": str(directory / "jax_cache"),
+                "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            },
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -58,13 +66,31 @@ def test_each_process_feeds_its_part_of_every_global_batch(engine, on_disk, tmp_
         for index in range(PROCESSES)
     ]
     try:
-        outputs = [worker.communicate(timeout=240) for worker in workers]
+        outputs = [worker.communicate(timeout=480) for worker in workers]
     finally:
         for worker in workers:  # a hang is a failure, never a stuck suite
             worker.kill()
-    for worker, (_, stderr) in zip(workers, outputs, strict=True):
-        assert worker.returncode == 0, stderr[-3000:]
-    fed = [np.load(tmp_path / f"process{index}.npz") for index in range(PROCESSES)]
+    return directory, [
+        (worker.returncode, stderr)
+        for worker, (_, stderr) in zip(workers, outputs, strict=True)
+    ]
+
+
+# One worker runs the three (`run.sh` distributes with --dist loadgroup), so
+# the module's fixture starts the two processes once.
+@pytest.mark.xdist_group("multi_host")
+@pytest.mark.parametrize(
+    "engine, on_disk", [("grain", False), ("python", False), ("grain", True)]
+)
+def test_each_process_feeds_its_part_of_every_global_batch(engine, on_disk, fed_parts):
+    directory, ended = fed_parts
+    for returncode, stderr in ended:
+        assert returncode == 0, stderr[-3000:]
+    data = "disk" if on_disk else "memory"
+    assert (engine, data) in CONFIGS
+    fed = [
+        np.load(output(directory, engine, data, index)) for index in range(PROCESSES)
+    ]
 
     # The global batches, planned in one process with the same settings.
     builder = kerasbatch.BucketBuilder(
