@@ -7,6 +7,9 @@
     python resumed_fit.py ENGINE DIR resumed      the same fit again: it
                                                   restores the backup and
                                                   trains to the last epoch
+    python resumed_fit.py ENGINE DIR full,interrupted
+                                                  both, one after the other,
+                                                  in one process
 
 With `disk`, the data is read by index from a token file in DIR (written
 by the first run). Every run trains a tiny model with `kerasbatch.callbacks.BackupAndRestore`
@@ -88,4 +91,6 @@ def main(engine, directory, phase, data="memory"):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    engine, directory, phases, *data = sys.argv[1:]
+    for phase in phases.split(","):  # "full,interrupted": one start for both
+        main(engine, directory, phase, *data)
