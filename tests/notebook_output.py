@@ -1,5 +1,6 @@
 """Lines in a notebook's outputs that a user should not see: TensorFlow's
-and absl's C++ log lines, and tqdm's warning where ipywidgets is missing."""
+and absl's C++ log lines, tqdm's warning where ipywidgets is missing, and
+Keras' warning that it ignores fit(shuffle=True)."""
 
 import re
 
@@ -12,6 +13,9 @@ UNWANTED = [
     (re.compile(r"rebuild TensorFlow with the appropriate compiler"), "CPU"),
     (re.compile(r"oneDNN custom operations"), "oneDNN"),
     (re.compile(r"TqdmWarning|IProgress not found"), "tqdm"),
+    # Keras' warning for fit(shuffle=True) on a dataset that shuffles itself:
+    # the tutorials pass shuffle=False, as the guides tell users to.
+    (re.compile(r"`shuffle=True` was passed, but will be ignored"), "shuffle"),
 ]
 
 
