@@ -83,7 +83,8 @@ stream_options = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=30, deadline=None)
+# Every example builds and runs a pipeline of its own (seconds each).
+@settings(max_examples=20, deadline=None)
 @given(
     lengths=st.lists(st.integers(0, 12), min_size=1, max_size=40),
     options=stream_options,
@@ -149,7 +150,7 @@ def test_every_element_appears_exactly_once_unchanged(lengths, options, epoch):
     assert_statistics_match(builder, batches, lengths)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(
     lengths=st.lists(st.integers(0, 14), min_size=1, max_size=40),
     boundaries=st.sampled_from([[], [4], [3, 6, 9]]),
