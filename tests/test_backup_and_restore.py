@@ -5,6 +5,7 @@ of the stopped epoch and every epoch after it, with exactly the batches and
 final weights of an uninterrupted run, and Keras warns of no input that ran
 out of data. (`tests/test_guide_resume.py` kills a real process.)"""
 
+import functools
 import warnings
 
 import keras
@@ -52,12 +53,20 @@ def recorder():
     return model
 
 
+@functools.cache
+def uninterrupted(engine):
+    """The model of an uninterrupted fit on `engine`: one per engine, which
+    the tests compare their stopped and restarted fits with (and only read)."""
+    whole = recorder()
+    whole.fit(build(engine), epochs=EPOCHS, verbose=0)
+    return whole
+
+
 def stopped_and_restarted(engine, backup_dir, save_freq, stop_at):
     """`(batches and weights of an uninterrupted fit, of the fit stopped
     after batch `stop_at`, of the restarted fit, and the restarted fit's
     epochs and "ran out of data" warnings)`."""
-    whole = recorder()
-    whole.fit(build(engine), epochs=EPOCHS, verbose=0)
+    whole = uninterrupted(engine)
 
     dataset = build(engine)
     stopped = recorder()
