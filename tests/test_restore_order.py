@@ -224,16 +224,21 @@ def test_packed_attention_outputs_equal_each_sequence_alone(engine):
     frames, slots = model.predict(dataset, verbose=0)
     frames = kerasbatch.restore_order(frames, dataset, per_frame=True)
     slots = kerasbatch.restore_order(slots, dataset, per_segment=True)
-    for element, got_frames, got_slot in zip(PACKED_X, frames, slots, strict=True):
-        n = len(element)
-        alone = {  # the element alone in a row, padding after it
-            "x": np.pad(element, (0, ROW - n))[None],
-            SEGMENT_IDS: (np.arange(ROW) < n).astype("int32")[None],
-            POSITIONS: np.pad(np.arange(n), (0, ROW - n)).astype("int32")[None],
-        }
-        want_frames, want_slots = map(ops.convert_to_numpy, model(alone))
-        np.testing.assert_allclose(got_frames, want_frames[0, :n], atol=1e-5)
-        np.testing.assert_allclose(got_slot, want_slots[0, 0], atol=1e-5)
+    # Each element alone in a row, padding after it: one row per element, in
+    # one call (the rows do not meet: every layer works row by row).
+    lengths = [len(element) for element in PACKED_X]
+    alone = {
+        "x": np.stack([np.pad(e, (0, ROW - len(e))) for e in PACKED_X]),
+        SEGMENT_IDS: (np.arange(ROW) < np.c_[lengths]).astype("int32"),
+        POSITIONS: np.stack(
+            [np.pad(np.arange(n), (0, ROW - n)) for n in lengths]
+        ).astype("int32"),
+    }
+    want_frames, want_slots = map(ops.convert_to_numpy, model(alone))
+    for k, (got_frames, got_slot) in enumerate(zip(frames, slots, strict=True)):
+        n = lengths[k]
+        np.testing.assert_allclose(got_frames, want_frames[k, :n], atol=1e-5)
+        np.testing.assert_allclose(got_slot, want_slots[k, 0], atol=1e-5)
 
 
 @pytest.mark.parametrize(
