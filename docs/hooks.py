@@ -106,7 +106,8 @@ def on_pre_build(config):
 
 
 def on_files(files, config):
-    sys.path.insert(0, str(ROOT / "docs"))
+    if str(ROOT / "docs") not in sys.path:  # once, though `mkdocs serve` rebuilds
+        sys.path.insert(0, str(ROOT / "docs"))
     import plots
 
     for name, content in plots.draw_all().items():

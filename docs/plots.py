@@ -6,6 +6,7 @@ lengths alone, and returns PNG bytes.
 """
 
 import io
+import pathlib
 import sys
 
 import matplotlib
@@ -13,8 +14,7 @@ import numpy as np
 
 matplotlib.use("Agg")
 
-from hooks import ROOT  # noqa: E402
-
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import workloads  # noqa: E402
