@@ -351,6 +351,35 @@ def test_a_dataset_no_longer_in_use_is_not_ambiguous():
     ]
 
 
+def test_a_dataset_kept_only_by_a_reference_cycle_is_not_ambiguous():
+    builder = small_builder()
+    cycle = [builder.build(sequences(VAL_LENGTHS, 1001))]
+    cycle.append(cycle)  # freed by the next garbage collection, not before
+    del cycle
+    train = builder.build(sequences(TRAIN_LENGTHS, 1))
+    history = recorder().fit(train, verbose=0, callbacks=[PaddingEfficiency(builder)])
+    assert history.history["padding_efficiency"] == [
+        builder.statistics(dataset=train, epoch=0).padding_efficiency
+    ]
+
+
+def test_callbacks_that_know_their_datasets_collect_no_garbage(monkeypatch):
+    # A collection takes tenths of a second with TensorFlow loaded: it is
+    # made only where a callback would otherwise see several datasets in use.
+    builder = small_builder()
+    train = builder.build(sequences(TRAIN_LENGTHS, 1))
+    val = builder.build(sequences(VAL_LENGTHS, 1001))
+    collections = []
+    monkeypatch.setattr(gc, "collect", lambda *_: collections.append(1) or 0)
+    callbacks = [
+        EpochReshuffle(builder),
+        PaddingEfficiency(builder, dataset=train, validation_data=val),
+        Throughput(builder, dataset=train),
+    ]
+    recorder().fit(train, validation_data=val, verbose=0, callbacks=callbacks)
+    assert collections == []
+
+
 @pytest.mark.parametrize(
     ("dataset", "match"),
     [

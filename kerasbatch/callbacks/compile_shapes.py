@@ -123,7 +123,7 @@ def register(callback, builder, training=None, validation=None, pins=False):
     if training is None or training is builder:
         if all(b is not builder for b in fit.builders):
             fit.builders.append(builder)
-        sources = [builder_of(d) for d in builder.built_datasets()]
+        sources = [builder_of(d) for d in builder._not_freed()]
     else:
         fit.training[id(training)] = training
         sources = [training]
@@ -191,7 +191,7 @@ def _data_epochs(fit, served, epoch, num_epochs):
     from Keras' `epoch`: Keras' own where a builder's epochs follow them
     (`EpochReshuffle`), else the next ones of the dataset."""
     if any(
-        any(builder_of(dataset) is served for dataset in builder.built_datasets())
+        any(builder_of(dataset) is served for dataset in builder._not_freed())
         for builder in fit.pinned
     ):
         first = epoch

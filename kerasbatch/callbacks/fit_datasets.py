@@ -58,7 +58,6 @@ def fit_sources(builder, dataset, validation_data, caller):
         except DerivedDatasetError as error:
             raise DerivedDatasetError(f"{caller}: validation_data: {error}") from None
         validation = builder_of(validated)
-    built = builder.built_datasets()
     if dataset is not None:
         try:
             served = builder._describing(dataset)
@@ -74,7 +73,9 @@ def fit_sources(builder, dataset, validation_data, caller):
                 "per-batch transformations (map, prefetch, ...)."
             )
         return served, validation
-    in_use = [d for d in built if d is not validated]
+    in_use = [d for d in builder._not_freed() if d is not validated]
+    if len(in_use) > 1:  # unless some are freed at the next collection
+        in_use = [d for d in builder.built_datasets() if d is not validated]
     if len(in_use) > 1:
         raise ValueError(
             f"{caller} cannot tell which dataset model.fit trains on: "

@@ -182,7 +182,7 @@ class WarmUp(BuilderCallback):
             return self.dataset
         dataset = self.dataset
         if dataset is None:
-            for built in self.builder.built_datasets():
+            for built in self.builder._not_freed():
                 if builder_of(built) is training:
                     dataset = built
                     break
