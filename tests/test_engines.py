@@ -189,9 +189,10 @@ def cases(draw, kind):
     return builder, (x, y, weights), draw(st.integers(0, 5))
 
 
+# Every example builds a pipeline of each engine (a packed one: seconds).
 @pytest.mark.parametrize("kind", KINDS)
 @settings(
-    max_examples=15,
+    max_examples=8,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
