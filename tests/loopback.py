@@ -1,7 +1,5 @@
-"""Servers on loopback, each in a process of its own: free ports for them, and
-a tf.data service of `service_server.py` processes.
-
-The tests start theirs here, and so does `benchmarks/service.py`.
+"""Servers on loopback, in processes of their own: free ports for them, and
+a tf.data service in a `service_server.py` process.
 """
 
 import contextlib
@@ -30,51 +28,45 @@ def free_ports(count):
 
 @contextlib.contextmanager
 def tf_data_service(num_workers, lifetime=LIFETIME):
-    """A dispatcher and `num_workers` workers, each in its own process; yields
-    the dispatcher's address and stops them all. Every process also exits by
-    itself after `lifetime` seconds, so that none is ever left behind."""
+    """A dispatcher and `num_workers` workers, each a server on a port of its
+    own, all in one process of their own; yields the dispatcher's address and
+    stops them. The process also exits by itself after `lifetime` seconds, so
+    that none is ever left behind."""
     port, *worker_ports = free_ports(1 + num_workers)
-    processes = []
-
-    def start(role, *arguments):
-        process = subprocess.Popen(
-            [sys.executable, "service_server.py", role, *map(str, arguments)],
-            cwd=HERE,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        processes.append(process)
-        return process
-
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "service_server.py",
+            str(port),
+            ",".join(map(str, worker_ports)),
+            str(lifetime),
+        ],
+        cwd=HERE,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
-        start("dispatcher", port, ",".join(map(str, worker_ports)), lifetime)
-        workers = [
-            start("worker", port, worker_port, lifetime) for worker_port in worker_ports
-        ]
         deadline = time.monotonic() + START_TIMEOUT
-        for process in [processes[0], *workers]:
-            line = ""
-            while not line:
-                # Wait for output without blocking past the deadline.
-                remaining = deadline - time.monotonic()
-                if (
-                    remaining <= 0
-                    or not select.select([process.stdout], [], [], remaining)[0]
-                ):
-                    break
-                line = process.stdout.readline().strip()
-                if not line and process.poll() is not None:
-                    break  # exited without saying ready
-            assert line == "ready", "a tf.data service process did not start"
+        line = ""
+        while not line:
+            # Wait for output without blocking past the deadline.
+            remaining = deadline - time.monotonic()
+            if (
+                remaining <= 0
+                or not select.select([process.stdout], [], [], remaining)[0]
+            ):
+                break
+            line = process.stdout.readline().strip()
+            if not line and process.poll() is not None:
+                break  # exited without saying ready
+        assert line == "ready", "the tf.data service process did not start"
         yield f"grpc://127.0.0.1:{port}"
     finally:
-        for process in processes:
-            process.stdin.close()  # the server exits when its stdin closes
-        for process in processes:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        process.stdin.close()  # the servers exit when their stdin closes
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

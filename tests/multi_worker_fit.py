@@ -1,15 +1,16 @@
 """Run by `test_distribute.py`: one worker of a `MultiWorkerMirroredStrategy`
 job on loopback.
 
-    python multi_worker_fit.py DIR INDEX PORT0,PORT1 PHASE
+    python multi_worker_fit.py DIR INDEX PORT0,PORT1 PHASE[,PHASE...]
 
-PHASE is `full` (2 epochs), `interrupted` (every worker kills itself with
-SIGKILL after step `KILL_STEP` of epoch 1, after the epoch-0 backup; one
-that the other's death reaches first, in that step's all-reduce, kills itself
-then) or
-`resumed` (a restart: `BackupAndRestore` restores the model and epoch 1,
-`EpochReshuffle` gives it the same batches). Every replica batch trained is
-written to `DIR/<phase>-<INDEX>.jsonl` as `[epoch, step, tokens]`.
+Every PHASE is a `model.fit` of its own, one after the other in the same
+process (and strategy): `full` (2 epochs), `interrupted` (every worker kills
+itself with SIGKILL after step `KILL_STEP` of epoch 1, after the epoch-0
+backup; one that the other's death reaches first, in that step's all-reduce,
+kills itself then; so it is the last phase) or `resumed` (a restart:
+`BackupAndRestore` restores the model and epoch 1, `EpochReshuffle` gives it
+the same batches). Every replica batch trained is written to
+`DIR/<phase>-<INDEX>.jsonl` as `[epoch, step, tokens]`.
 """
 
 import json
@@ -70,7 +71,7 @@ class Steps(keras.callbacks.Callback):
         self.model.log.flush()
 
 
-def main(directory, index, ports, phase):
+def main(directory, index, ports, phases):
     os.environ["TF_CONFIG"] = json.dumps(
         {
             "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports.split(",")]},
@@ -78,6 +79,11 @@ def main(directory, index, ports, phase):
         }
     )
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    for phase in phases.split(","):
+        run(strategy, directory, index, phase)
+
+
+def run(strategy, directory, index, phase):
     # x alone: Keras 3.15's fit under this strategy cannot build a model
     # from (x, y) batches (its all-reduce of the first batch takes one
     # tensor); 5 batches of 8 that 2 replicas share evenly.
@@ -88,10 +94,13 @@ def main(directory, index, ports, phase):
         model = StepRecorder()
         model(tf.zeros([1, 1], tf.int32))
         model.compile(optimizer="sgd")
+    # The full fit backs up on its own; the resumed fit finds the backup of
+    # the interrupted one.
+    backup = os.path.join(directory, f"{'full-' if phase == 'full' else ''}backup")
     with open(os.path.join(directory, f"{phase}-{index}.jsonl"), "a") as log:
         model.log = log
         try:
-            fit(model, per_replica, directory, index, builder, phase)
+            fit(model, per_replica, f"{backup}-{index}", builder, phase)
         except PEER_LOST:
             if phase != "interrupted":
                 raise
@@ -111,15 +120,13 @@ PEER_LOST = (
 )
 
 
-def fit(model, per_replica, directory, index, builder, phase):
+def fit(model, per_replica, backup, builder, phase):
     model.fit(
         per_replica,
         epochs=2,
         verbose=0,
         callbacks=[
-            keras.callbacks.BackupAndRestore(
-                os.path.join(directory, f"backup-{index}")
-            ),
+            keras.callbacks.BackupAndRestore(backup),
             EpochReshuffle(builder),
             PaddingEfficiency(builder),
             Steps(phase),

@@ -1,12 +1,15 @@
 """Run by `test_preemption.py`: training that a kill interrupts mid-epoch.
 
-    python preempted_fit.py DIR full         2 epochs, uninterrupted
-    python preempted_fit.py DIR interrupted  epoch 0, then epoch 1 up to
-                                             step STOP; the process kills
-                                             itself (SIGKILL) after the last
-                                             builder kind
-    python preempted_fit.py DIR resumed      restores model, optimizer and
-                                             iterator, finishes epoch 1
+    python preempted_fit.py DIR PHASE [DIR PHASE ...]
+
+    full         2 epochs, uninterrupted
+    interrupted  epoch 0, then epoch 1 up to step STOP; the process kills
+                 itself (SIGKILL) after the last builder kind (so it must
+                 be the last phase)
+    resumed      restores model, optimizer and iterator, finishes epoch 1
+
+One process may run several phases, each in a directory of its own, one
+after the other (`full` and `interrupted` share one start of TensorFlow).
 
 Every kind trains a tiny model step by step on one builder's dataset and
 saves model, optimizer and the dataset's iterator every `SAVE_EVERY` steps
@@ -101,4 +104,5 @@ def main(directory, phase):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    for i in range(1, len(sys.argv), 2):
+        main(sys.argv[i], sys.argv[i + 1])

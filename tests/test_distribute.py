@@ -47,18 +47,22 @@ def mirrored():
     return json.loads(line.removeprefix("RESULT "))
 
 
-def reference(kind, lengths, first_id, epoch, batch_multiple=1):
-    """The batches and statistics of `epoch` from a builder used only once
-    (with `batch_multiple` and targets: what `distribute` feeds 2 replicas,
-    every batch with an even number of rows)."""
+def reference(kind, lengths, first_id, epochs=2, batch_multiple=1):
+    """Per epoch, the batches and statistics from a builder used only for
+    them (with `batch_multiple` and targets: what `distribute` feeds 2
+    replicas, every batch with an even number of rows). One build serves
+    every epoch: a build costs more than its epochs' batches."""
     builder = KINDS[kind]()
     if batch_multiple > 1:
         config = {**builder.get_config(), "batch_multiple": batch_multiple}
         builder = type(builder).from_config(config)
     dataset = build(builder, lengths, first_id, with_targets=batch_multiple > 1)
-    builder.set_epoch(epoch)
-    batches = [trained_tokens(batch) for batch in dataset]
-    return batches, builder.statistics()
+    found = []
+    for epoch in range(epochs):
+        builder.set_epoch(epoch)
+        batches = [trained_tokens(batch) for batch in dataset]
+        found.append((batches, builder.statistics()))
+    return found
 
 
 def global_batches(steps, num_steps, epoch):
@@ -84,10 +88,8 @@ def test_replicas_train_in_lock_step_on_the_global_plan(mirrored, kind):
     # distributed with batch_multiple=2; Keras splits the plain dataset's
     # batches as they are.
     batch_multiple = 1 if kind.startswith("plain-") else 2
-    for epoch in range(2):
-        expected, statistics = reference(
-            plan_kind, TRAIN_LENGTHS, 1, epoch, batch_multiple
-        )
+    epochs = reference(plan_kind, TRAIN_LENGTHS, 1, batch_multiple=batch_multiple)
+    for epoch, (expected, statistics) in enumerate(epochs):
         assert len(recorded["steps"]) == 2 * 2 * len(expected)  # 2 epochs
         pairs = global_batches(recorded["steps"], len(expected), epoch)
         for (first, second), batch in zip(pairs, expected, strict=True):
@@ -193,10 +195,10 @@ def test_a_first_batch_the_replicas_share_with_a_filler_row(mirrored):
     assert recorded["padding_efficiency"] == [0.5, 0.5]  # 6 of 4 × 3
 
 
-def run_workers(directory, phase):
+def run_workers(directory, phases):
     """Both workers of a MultiWorkerMirroredStrategy job, in processes of
-    their own; returns per worker its `[epoch, step, tokens]` records and
-    its other lines."""
+    their own, fitting once per phase; returns per phase, per worker its
+    `[epoch, step, tokens]` records and its other lines."""
     ports = ",".join(map(str, free_ports(2)))
     workers = [
         subprocess.Popen(
@@ -206,7 +208,7 @@ def run_workers(directory, phase):
                 str(directory),
                 str(i),
                 ports,
-                phase,
+                ",".join(phases),
             ],
             cwd=HERE,
             stdout=subprocess.DEVNULL,
@@ -221,25 +223,27 @@ def run_workers(directory, phase):
         for worker in workers:
             worker.kill()
             worker.wait()
-    expected = -signal.SIGKILL if phase == "interrupted" else 0
+    expected = -signal.SIGKILL if phases[-1] == "interrupted" else 0
     for worker, error in zip(workers, errors, strict=True):
         assert worker.returncode == expected, error[-3000:]
-    records = []
-    for i in range(2):
-        with open(directory / f"{phase}-{i}.jsonl") as log:
-            records.append([json.loads(line) for line in log])
-    return records
+    found = {}
+    for phase in phases:
+        found[phase] = []
+        for i in range(2):
+            with open(directory / f"{phase}-{i}.jsonl") as log:
+                found[phase].append([json.loads(line) for line in log])
+    return found
 
 
 @pytest.fixture(scope="module")
 def multi_worker(tmp_path_factory):
-    full = tmp_path_factory.mktemp("full")
-    preempted = tmp_path_factory.mktemp("preempted")
-    return {
-        "full": run_workers(full, "full"),
-        "interrupted": run_workers(preempted, "interrupted"),
-        "resumed": run_workers(preempted, "resumed"),
-    }
+    """The full fit, then the interrupted one, in the same 2 processes (one
+    TensorFlow start each, not one per fit); then the resumed fit in 2 new
+    ones."""
+    directory = tmp_path_factory.mktemp("multi_worker")
+    runs = run_workers(directory, ["full", "interrupted"])
+    runs.update(run_workers(directory, ["resumed"]))
+    return runs
 
 
 def steps_of(records, epoch):
@@ -248,8 +252,7 @@ def steps_of(records, epoch):
 
 def test_multi_worker_fit_is_exactly_once_and_in_lock_step(multi_worker):
     workers = multi_worker["full"]
-    for epoch in range(2):
-        expected, statistics = reference(KIND, TRAIN_LENGTHS, 1, epoch)
+    for epoch, (expected, statistics) in enumerate(reference(KIND, TRAIN_LENGTHS, 1)):
         first, second = (steps_of(records, epoch) for records in workers)
         assert len(first) == len(second) == len(expected)  # equal step counts
         for a, b, batch in zip(first, second, expected, strict=True):

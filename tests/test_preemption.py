@@ -16,9 +16,9 @@ from preempted_fit import KINDS, SAVE_EVERY, STOP
 HERE = os.path.dirname(__file__)
 
 
-def start_phase(directory, phase):
+def start_phases(*directories_and_phases):
     return subprocess.Popen(
-        [sys.executable, "preempted_fit.py", str(directory), phase],
+        [sys.executable, "preempted_fit.py", *map(str, directories_and_phases)],
         cwd=HERE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -26,13 +26,15 @@ def start_phase(directory, phase):
     )
 
 
-def finish_phase(process, directory, phase):
+def finish(process, expected_returncode):
     try:
         _, errors = process.communicate(timeout=300)
     finally:
         process.kill()  # a hang fails the test and leaves nothing running
-    expected = -signal.SIGKILL if phase == "interrupted" else 0
-    assert process.returncode == expected, errors[-3000:]
+    assert process.returncode == expected_returncode, errors[-3000:]
+
+
+def logged(directory, phase):
     steps = collections.defaultdict(list)
     weights = {}
     with open(directory / f"{phase}.jsonl") as log:
@@ -47,20 +49,19 @@ def finish_phase(process, directory, phase):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The uninterrupted run beside the interrupted one (directories of their
-    own: each writes its checkpoints), then the resumed one."""
+    """The uninterrupted run, then the interrupted one, in one process
+    (directories of their own: each writes its checkpoints; the kill ends
+    the process); then the resumed one in a new process."""
     full_directory = tmp_path_factory.mktemp("full")
     directory = tmp_path_factory.mktemp("preempted")
-    full = start_phase(full_directory, "full")
-    interrupted = start_phase(directory, "interrupted")
-    try:
-        results = {"interrupted": finish_phase(interrupted, directory, "interrupted")}
-        resumed = start_phase(directory, "resumed")
-        results["resumed"] = finish_phase(resumed, directory, "resumed")
-        results["full"] = finish_phase(full, full_directory, "full")
-    finally:
-        full.kill()
-    return results
+    first = start_phases(full_directory, "full", directory, "interrupted")
+    finish(first, -signal.SIGKILL)
+    finish(start_phases(directory, "resumed"), 0)
+    return {
+        "full": logged(full_directory, "full"),
+        "interrupted": logged(directory, "interrupted"),
+        "resumed": logged(directory, "resumed"),
+    }
 
 
 @pytest.mark.parametrize("kind", KINDS)

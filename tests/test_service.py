@@ -16,7 +16,6 @@ from test_built_datasets import (
     expected_counts,
     recorder,
     records_loader,
-    reference,
     sequences,
     token_counts,
     tokens,
@@ -45,6 +44,19 @@ def one_worker():
         yield address
 
 
+def reference_epochs(kind, epochs):
+    """`reference(kind, TRAIN_LENGTHS, 1, epoch)[0]` for every epoch, from
+    one builder used only for them (a build for every epoch costs more than
+    the epochs' batches)."""
+    builder = BUILDERS[kind]()
+    dataset = build(builder, TRAIN_LENGTHS, 1)
+    batches = []
+    for epoch in range(epochs):
+        builder.set_epoch(epoch)
+        batches.append([tokens(batch) for batch in dataset])
+    return batches
+
+
 def batch_key(batch):
     return batch.shape, batch.tobytes()
 
@@ -55,7 +67,7 @@ def test_distributed_epoch_makes_every_batch_once_across_two_workers(two_workers
     train = build(builder, TRAIN_LENGTHS, 1)
     remote = builder.distribute_with_service(two_workers, epochs=2)
     arrived = [tokens(batch) for batch in remote]
-    expected = [reference(kind, TRAIN_LENGTHS, 1, epoch)[0] for epoch in range(2)]
+    expected = reference_epochs(kind, 2)
     assert len(arrived) == len(remote) == 2 * len(train)
     # Every batch of both epochs exactly once, in an order the workers chose.
     assert sorted(map(batch_key, arrived)) == sorted(
@@ -95,9 +107,7 @@ def test_parallel_epochs_with_one_worker_keeps_the_plans_order(one_worker):
         one_worker, processing_mode="parallel_epochs", num_workers=1, epochs=2
     )
     arrived = [tokens(batch) for batch in remote]
-    expected = [
-        b for e in range(2) for b in reference("packed", TRAIN_LENGTHS, 1, e)[0]
-    ]
+    expected = [b for epoch in reference_epochs("packed", 2) for b in epoch]
     assert len(arrived) == len(expected) == 2 * len(train)
     for actual, batch in zip(arrived, expected, strict=True):
         np.testing.assert_array_equal(actual, batch)

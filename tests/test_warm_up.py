@@ -1,5 +1,11 @@
-"""WarmUp compiles every batch shape before epoch 1 and changes no state."""
+"""WarmUp compiles every batch shape before epoch 1 and changes no state.
 
+Every batch shape costs a compile of the train (or test) step per fit, the
+most of what these tests cost: training batches come in 2 shapes and
+validation batches in 2 more, enough to see that every one is warmed up.
+"""
+
+import functools
 import json
 import os
 import subprocess
@@ -26,7 +32,7 @@ def targets(lengths=LENGTHS):
 
 
 def bucket_builder(**kwargs):
-    settings = dict(num_buckets=3, batch_size=16, pad_to_bucket=True, seed=3)
+    settings = dict(num_buckets=2, batch_size=16, pad_to_bucket=True, seed=3)
     settings.update(kwargs)
     settings.setdefault("remainder", "pad")
     return kerasbatch.BucketBuilder(**settings)
@@ -72,13 +78,15 @@ def state(model):
     )
 
 
-def fit(builder_factory, build, warm, steps_per_execution=1, epochs=1):
+def fit(builder_factory, build, warm, steps_per_execution=1, epochs=1, traces=None):
     builder = builder_factory()
     train = build(builder)
     val_builder = bucket_builder(num_buckets=2, shuffle=False)
     val = val_builder.build(sequences()[:40], targets()[:40])
     model = tiny_model(steps_per_execution=steps_per_execution)
     callbacks = [WarmUp(builder, validation_data=val)] if warm else []
+    if traces is not None:
+        callbacks.append(traces)
     history = model.fit(
         train, validation_data=val, epochs=epochs, verbose=0, callbacks=callbacks
     )
@@ -86,13 +94,21 @@ def fit(builder_factory, build, warm, steps_per_execution=1, epochs=1):
     return model, history, callbacks
 
 
-@pytest.mark.parametrize(
-    "structure, steps_per_execution",
-    [pytest.param("x_y", 1, marks=pytest.mark.backend), ("dict_x_y_weights", 2)],
-)
-def test_training_with_warm_up_is_exactly_training_without(
-    structure, steps_per_execution
-):
+class Traces(keras.callbacks.Callback):
+    """How many times the model's `call` was traced when training began and
+    when the last epoch ended."""
+
+    def on_train_begin(self, logs=None):
+        self.at_begin = len(self.model.traced)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.at_epoch_end = len(self.model.traced)
+
+
+@functools.cache
+def with_and_without_warm_up(structure, steps_per_execution):
+    """A fit with `WarmUp` and one without, on `structure`'s batches; shared
+    by the tests that check them (each fit compiles every shape)."""
     if structure == "x_y":
 
         def build(builder):
@@ -108,16 +124,32 @@ def test_training_with_warm_up_is_exactly_training_without(
         def factory():
             return bucket_builder(output_lengths=True)
 
-    warm, warm_history, (callback,) = fit(factory, build, True, steps_per_execution)
-    plain, plain_history, _ = fit(factory, build, False, steps_per_execution)
+    traces = Traces()
+    warm = fit(factory, build, True, steps_per_execution, traces=traces)
+    plain = fit(factory, build, False, steps_per_execution)
+    return warm, plain, traces, _built_shapes(factory, build)
+
+
+@pytest.mark.parametrize(
+    "structure, steps_per_execution",
+    [pytest.param("x_y", 1, marks=pytest.mark.backend), ("dict_x_y_weights", 2)],
+)
+def test_training_with_warm_up_is_exactly_training_without(
+    structure, steps_per_execution
+):
+    warm_fit, plain_fit, _, built_shapes = with_and_without_warm_up(
+        structure, steps_per_execution
+    )
+    warm, warm_history, (callback, _) = warm_fit
+    plain, plain_history, _ = plain_fit
     for after, expected in zip(state(warm), state(plain), strict=True):
         np.testing.assert_array_equal(after, expected)
     assert warm_history.history == plain_history.history
     assert (
         int(keras.ops.convert_to_numpy(warm.optimizer.iterations)) == warm_history.steps
     )
-    assert callback.shapes == _built_shapes(factory, build)
-    assert len(callback.shapes) == 3
+    assert callback.shapes == built_shapes
+    assert len(callback.shapes) == 2
     assert len(callback.validation_shapes) == 2
 
 
@@ -129,18 +161,8 @@ def _built_shapes(factory, build):
 
 @pytest.mark.backend
 def test_every_trace_happens_before_the_first_epoch():
-    class Traces(keras.callbacks.Callback):
-        def on_train_begin(self, logs=None):
-            self.at_begin = len(self.model.traced)
-
-        def on_epoch_end(self, epoch, logs=None):
-            self.at_epoch_end = len(self.model.traced)
-
-    builder = bucket_builder()
-    train = builder.build(sequences(), targets())
-    model = tiny_model()
-    traces = Traces()
-    model.fit(train, epochs=1, verbose=0, callbacks=[WarmUp(builder), traces])
+    # The fit with WarmUp of the test above, which counted the traces.
+    _, _, traces, _ = with_and_without_warm_up("x_y", 1)
     assert traces.at_begin > 0
     assert traces.at_epoch_end == traces.at_begin
 
@@ -197,7 +219,7 @@ def test_xla_compiles_every_shape_at_train_begin_and_never_in_the_epochs(tmp_pat
     )
     assert done.returncode == 0, done.stderr[-3000:]
     counts = json.loads(done.stdout.strip().splitlines()[-1])
-    shapes = 3 + 2  # training buckets + validation buckets, one shape each
+    shapes = 2 + 2  # training buckets + validation buckets, one shape each
     assert counts["warm"] == {
         "train_begin": shapes,
         "epoch_0": shapes,
@@ -210,13 +232,6 @@ def test_xla_compiles_every_shape_at_train_begin_and_never_in_the_epochs(tmp_pat
 def test_a_mapped_dataset_is_warmed_up_as_fit_gets_it():
     """The maps of `dataset=` run on the warm-up batches: the train and test
     steps see the mapped structure (a dict), and fit traces nothing new."""
-
-    class Traces(keras.callbacks.Callback):
-        def on_train_begin(self, logs=None):
-            self.at_begin = len(self.model.traced)
-
-        def on_epoch_end(self, epoch, logs=None):
-            self.at_epoch_end = len(self.model.traced)
 
     def as_dict(x, *rest):
         return ({"x": x, "twice": x * 2}, *rest)
@@ -239,7 +254,7 @@ def test_a_mapped_dataset_is_warmed_up_as_fit_gets_it():
         verbose=0,
         callbacks=[warm_up, traces],
     )
-    assert len(warm_up.shapes) == 3 and len(warm_up.validation_shapes) == 2
+    assert len(warm_up.shapes) == 2 and len(warm_up.validation_shapes) == 2
     assert traces.at_begin > 0
     assert traces.at_epoch_end == traces.at_begin
 
@@ -256,7 +271,7 @@ def test_a_model_not_compiled_per_shape_is_left_alone():
 def test_warm_up_of_a_stream_with_lengths_leaves_its_statistics_alone():
     def stream_builder():
         return kerasbatch.StreamBucketBuilder(
-            boundaries=[10, 20, 30],
+            boundaries=[20],  # 2 shapes: 2 compiles per fit
             batch_size=16,
             pad_to_bucket=True,
             max_length=40,
@@ -277,7 +292,7 @@ def test_warm_up_of_a_stream_with_lengths_leaves_its_statistics_alone():
 
     builder, warm_up, warm = run(True)
     _, _, plain = run(False)
-    assert warm_up.shapes == builder.batch_shapes() and len(warm_up.shapes) == 4
+    assert warm_up.shapes == builder.batch_shapes() and len(warm_up.shapes) == 2
     assert warm.history == plain.history
 
 
