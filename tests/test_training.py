@@ -9,14 +9,20 @@ from kerasbatch.callbacks import EpochReshuffle, PaddingEfficiency
 
 
 def classifier():
+    """Max pooling over the embedded tokens (padding included: it learns to
+    embed 0 low) finds whether token 1 occurs within a few steps, and traces
+    far faster than a recurrent layer."""
+    keras.utils.set_random_seed(0)
     model = keras.Sequential(
         [
-            keras.layers.Embedding(64, 8, mask_zero=True),
-            keras.layers.GRU(8),
+            keras.layers.Embedding(64, 8),
+            keras.layers.GlobalMaxPooling1D(),
             keras.layers.Dense(1, activation="sigmoid"),
         ]
     )
-    model.compile("adam", "binary_crossentropy", metrics=["accuracy"])
+    model.compile(
+        keras.optimizers.Adam(0.02), "binary_crossentropy", metrics=["accuracy"]
+    )
     return model
 
 
@@ -91,14 +97,14 @@ def test_a_small_model_learns_from_each_builder(name):
     model = classifier()
     history = model.fit(
         dataset,
-        epochs=6,
+        epochs=3,
         verbose=0,
         callbacks=[EpochReshuffle(builder), PaddingEfficiency(builder)],
     )
     losses = history.history["loss"]
     assert np.isfinite(losses).all()
     assert losses[-1] < losses[0]
-    assert len(history.history["padding_efficiency"]) == 6
+    assert len(history.history["padding_efficiency"]) == 3
 
 
 def test_multi_input_model_with_lengths_and_per_example_features():
@@ -195,7 +201,12 @@ def test_masked_mse_matches_the_seed_formula_on_builder_batches():
     dataset = kerasbatch.BucketBuilder(
         num_buckets=3, batch_size=8, output_mask=True
     ).build(x, y)
-    predictions = [model.predict(frames[None], verbose=0)[0] for frames in x]
+    # Called eagerly, one element at a time: `predict` would trace its
+    # function again for every length.
+    predictions = [
+        keras.ops.convert_to_numpy(model(frames[None], training=False))[0]
+        for frames in x
+    ]
     per_example = [np.mean((p - t) ** 2) for p, t in zip(predictions, y, strict=True)]
     assert model.evaluate(dataset, verbose=0) == pytest.approx(
         np.mean(per_example), rel=1e-5
