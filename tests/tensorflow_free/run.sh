@@ -10,10 +10,19 @@ set -eu
 cd "$(dirname "$0")/../.."
 venv="${TMPDIR:-/tmp}/kerasbatch-without-tensorflow"
 rm -rf "$venv"
-python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -e ".[grain]" "jax[cpu]" pytest pytest-xdist hypothesis \
-  nbclient nbformat ipykernel
+install() {
+  if python3 -m uv --version >/dev/null 2>&1; then
+    # uv (in the dev extra) installs the same packages from the same index as
+    # pip, in a fraction of the time: about 35 s against 150-270 s here.
+    python3 -m uv venv --quiet --python python3 "$venv"
+    python3 -m uv pip install --quiet --python "$venv/bin/python" "$@"
+  else
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    "$venv/bin/python" -m pip install --quiet "$@"
+  fi
+}
+install -e ".[grain]" "jax[cpu]" pytest pytest-xdist hypothesis nbclient nbformat ipykernel
 if "$venv/bin/python" -c "import tensorflow" 2>/dev/null; then
   echo "TensorFlow is installed in $venv: this check needs an environment without it" >&2
   exit 1
