@@ -280,7 +280,9 @@ class GraphPackedOrder:
             )
             elements = tf.gather(elements, tf.argsort(keys, stable=True))
         rows, num_rows, capacities = self.rows.batch_rows(epoch)
-        packed = tf.RaggedTensor.from_row_splits(elements, self.row_splits)
+        packed = tf.RaggedTensor.from_row_splits(
+            elements, self.row_splits, validate=False
+        )
         batch_elements = tf.gather(packed, tf.maximum(rows, 0)).merge_dims(1, 2)
         segments = tf.where(
             rows >= 0, tf.gather(packed.row_lengths(), tf.maximum(rows, 0)), 0

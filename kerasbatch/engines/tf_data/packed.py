@@ -127,7 +127,7 @@ class PackRows(packed_rows.PackedRowsSettings):
             tokens into rows of `sequence_length`, per-element values into
             `max_segments` slots. Filler rows (`batch_multiple`) copy the
             first row (`outputs.fill_rows`), but weigh 0 (`weights=True`)."""
-            rows = tf.RaggedTensor.from_row_lengths(values, row_lengths)
+            rows = tf.RaggedTensor.from_row_lengths(values, row_lengths, validate=False)
             filled = batch.rows if weights else num_rows
             shape = [filled, width, *values.shape[1:]]
             dense = rows.to_tensor(tf.cast(value, values.dtype), shape=shape)
