@@ -100,9 +100,10 @@ def built(settings_, source, lengths, engine, per_example=()):
         return builder, error
 
 
-# Every example builds a stream pipeline (seconds each).
+# Every example builds a stream pipeline (seconds each) and iterates it on
+# two or three engines for two epochs.
 @settings(
-    max_examples=8,
+    max_examples=5,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
