@@ -1,15 +1,14 @@
 """Run by `test_resume.py`: a `model.fit` that a kill interrupts mid-epoch.
 
-    python resumed_fit.py ENGINE DIR full [disk]  3 epochs, uninterrupted
-    python resumed_fit.py ENGINE DIR interrupted  kills itself (SIGKILL)
-                                                  after step KILL_AT of
-                                                  epoch 1
-    python resumed_fit.py ENGINE DIR resumed      the same fit again: it
-                                                  restores the backup and
-                                                  trains to the last epoch
-    python resumed_fit.py ENGINE DIR full,interrupted
-                                                  both, one after the other,
-                                                  in one process
+    python resumed_fit.py ENGINE:DATA:PHASE:DIR ...
+
+runs each fit in turn, in this one process. DATA is `memory` or `disk`;
+PHASE is one of
+
+    full         3 epochs, uninterrupted
+    interrupted  kills this process (SIGKILL) after step KILL_AT of epoch 1
+    resumed      the same fit again: it restores the backup and trains to
+                 the last epoch
 
 With `disk`, the data is read by index from a token file in DIR (written
 by the first run). Every run trains a tiny model with `kerasbatch.callbacks.BackupAndRestore`
@@ -33,7 +32,7 @@ import kerasbatch
 import kerasbatch.io
 
 SAVE_EVERY = 2
-KILL_AT = 3  # steps of epoch 1 (0-based); the last backup was after step 1
+KILL_AT = 2  # steps of epoch 1 (0-based); the last backup was after step 1
 EPOCHS = 3
 
 
@@ -61,7 +60,9 @@ class Log(keras.callbacks.Callback):
 
 def main(engine, directory, phase, data="memory"):
     keras.utils.set_random_seed(0)
-    builder = kerasbatch.BucketBuilder(num_buckets=3, batch_size=4, seed=3)
+    # 6 batches an epoch (every step runs eagerly, and costs): a backup after
+    # every other global step falls after step 1 of epoch 1, one before the kill.
+    builder = kerasbatch.BucketBuilder(num_buckets=3, batch_size=8, seed=3)
     x = sequences(LENGTHS)
     if data == "disk":
         path = os.path.join(directory, "corpus")
@@ -91,6 +92,6 @@ def main(engine, directory, phase, data="memory"):
 
 
 if __name__ == "__main__":
-    engine, directory, phases, *data = sys.argv[1:]
-    for phase in phases.split(","):  # "full,interrupted": one start for both
-        main(engine, directory, phase, *data)
+    for run in sys.argv[1:]:  # several fits, one start of Python, JAX and Keras
+        engine, data, phase, directory = run.split(":", 3)
+        main(engine, directory, phase, data)

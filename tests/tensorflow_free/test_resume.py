@@ -27,15 +27,47 @@ def compile_cache(tmp_path_factory):
     }
 
 
-def run(engine, directory, phase, data, cache):
+#: (engine, data): each configuration's fit is killed and resumed.
+CONFIGS = [("python", "memory"), ("grain", "memory"), ("grain", "disk")]
+
+
+def run(fits, cache):
+    """One process running `fits` (`ENGINE:DATA:PHASE:DIR` each) in turn."""
     return subprocess.run(
-        [sys.executable, "resumed_fit.py", engine, str(directory), phase, data],
+        [sys.executable, "resumed_fit.py", *fits],
         cwd=HERE,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         env={**os.environ, "PYTHONPATH": HERE, **cache},
     )
+
+
+@pytest.fixture(scope="module")
+def fits(tmp_path_factory, compile_cache):
+    """Every configuration's uninterrupted, killed and resumed fit in 4
+    processes, not 6 (the start of Python, JAX and Keras is most of a
+    process's time): the first runs the uninterrupted fits, then the first
+    configuration's killed one; each later process starts fresh, as after a
+    restart, resumes the fit killed before it, then runs the next killed one.
+    `{config: (directory, killed process, resuming process)}`."""
+    directories = {
+        config: tmp_path_factory.mktemp("-".join(config)) for config in CONFIGS
+    }
+
+    def fit(config, phase):
+        engine, data = config
+        return f"{engine}:{data}:{phase}:{directories[config]}"
+
+    chains = [[*(fit(config, "full") for config in CONFIGS)]]
+    for config in CONFIGS:
+        chains[-1].append(fit(config, "interrupted"))
+        chains.append([fit(config, "resumed")])
+    ended = [run(chain, compile_cache) for chain in chains]
+    return {
+        config: (directories[config], ended[index], ended[index + 1])
+        for index, config in enumerate(CONFIGS)
+    }
 
 
 def trained(directory, phase):
@@ -43,25 +75,22 @@ def trained(directory, phase):
         return [json.loads(line) for line in file]
 
 
-@pytest.mark.parametrize(
-    "engine, data",
-    [("python", "memory"), ("grain", "memory"), ("grain", "disk")],
-)
-def test_a_killed_fit_resumes_with_the_uninterrupted_batches(
-    engine, data, tmp_path, compile_cache
-):
-    # The uninterrupted fit, then the killed one, in one process (one start
-    # of Python, JAX and Keras less); the resumed fit in a fresh one, as
-    # after a restart.
-    killed = run(engine, tmp_path, "full,interrupted", data, compile_cache)
+# One worker runs the three (`run.sh` distributes with --dist loadgroup), so
+# the module's fixture starts its processes once.
+@pytest.mark.xdist_group("resume")
+@pytest.mark.parametrize("config", CONFIGS, ids="-".join)
+def test_a_killed_fit_resumes_with_the_uninterrupted_batches(config, fits):
+    directory, killed, resumed = fits[config]
+    # Its killed fit was the last of its process, and ran to the kill.
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    assert (tmp_path / "full.npz").exists(), killed.stderr[-3000:]  # fit ended
-    resumed = run(engine, tmp_path, "resumed", data, compile_cache)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert (directory / "full.npz").exists(), killed.stderr[-3000:]  # fit ended
+    assert not (directory / "interrupted.npz").exists()
+    # Its resumed fit was the first of a fresh process, and ended.
+    assert (directory / "resumed.npz").exists(), resumed.stderr[-3000:]
 
-    uninterrupted = trained(tmp_path, "full")
-    before = trained(tmp_path, "interrupted")
-    after = trained(tmp_path, "resumed")
+    uninterrupted = trained(directory, "full")
+    before = trained(directory, "interrupted")
+    after = trained(directory, "resumed")
     steps = len(uninterrupted) // 3
     # The kill came after step KILL_AT of epoch 1, and the last backup (one
     # every SAVE_EVERY batches, counted across epochs) at most SAVE_EVERY
@@ -73,8 +102,8 @@ def test_a_killed_fit_resumes_with_the_uninterrupted_batches(
     assert steps < backed_up  # mid-epoch 1: not at its start
     assert after == uninterrupted[backed_up:]
     # The weights end where the uninterrupted run's do.
-    ended = np.load(tmp_path / "full.npz")
-    again = np.load(tmp_path / "resumed.npz")
+    ended = np.load(directory / "full.npz")
+    again = np.load(directory / "resumed.npz")
     for name in ended.files:
         if name.startswith("w"):
             np.testing.assert_array_equal(ended[name], again[name], err_msg=name)
