@@ -2,6 +2,8 @@
 beyond its elements filler (copies of the first row, `sample_weight` 0), counted as
 padding by `statistics()`, never as data."""
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -52,20 +54,33 @@ def rows_of(batch):
     return x.numpy(), y.numpy().reshape(len(y), -1), weights
 
 
+@functools.cache
+def epochs_of(kind, multiple=None):
+    """A builder of `kind` (seed 1, with `batch_multiple=multiple` if given),
+    its dataset, and per epoch 0 and 1 its batches and statistics. Built once
+    per process: the plain builders are the references of both multiples,
+    and the filled ones serve the tests of the filler's statistics too."""
+    extra = {} if multiple is None else {"batch_multiple": multiple}
+    builder = BUILDERS[kind](seed=1, **extra)
+    dataset = build(builder)
+    epochs = []
+    for epoch in range(2):
+        builder.set_epoch(epoch)
+        batches = list(dataset)
+        epochs.append((batches, builder.statistics(epoch=epoch)))
+    return builder, dataset, epochs
+
+
 @pytest.mark.parametrize("kind", BUILDERS)
 @pytest.mark.parametrize("multiple", [2, 4])
 def test_every_batch_is_a_multiple_with_weightless_filler(kind, multiple):
-    builder = BUILDERS[kind](batch_multiple=multiple, seed=1)
-    dataset = build(builder)
-    plain = BUILDERS[kind](seed=1)
-    plain_dataset = build(plain)
-    for epoch in range(2):
-        builder.set_epoch(epoch)
-        plain.set_epoch(epoch)
-        unfilled = [tf.nest.flatten(b)[0].shape[0] for b in plain_dataset]
+    builder, dataset, epochs = epochs_of(kind, multiple)
+    _, _, plain_epochs = epochs_of(kind)
+    for epoch, (batches, statistics) in enumerate(epochs):
+        plain_batches, plain_statistics = plain_epochs[epoch]
+        unfilled = [tf.nest.flatten(b)[0].shape[0] for b in plain_batches]
         real = padded = 0
         labels = []
-        batches = list(dataset)
         assert len(batches) == len(dataset) == len(unfilled)
         for batch, size in zip(batches, unfilled, strict=True):
             x, y, weights = rows_of(batch)
@@ -75,9 +90,8 @@ def test_every_batch_is_a_multiple_with_weightless_filler(kind, multiple):
             assert (x[size:] == x[:1]).all()  # filler rows copy the first
             labels += y[weights > 0].tolist()
             real, padded = real + np.count_nonzero(x[:size]), padded + x.size
-        statistics = builder.statistics(epoch=epoch)
         assert statistics.padding_efficiency == pytest.approx(real / padded, 1e-12)
-        assert statistics.num_elements == plain.statistics(epoch=epoch).num_elements
+        assert statistics.num_elements == plain_statistics.num_elements
         expected = LABELS  # every chunk of a sequence carries its label:
         if kind == "chunk":
             expected = LABELS[builder.chunk_table.sequence]
@@ -86,10 +100,8 @@ def test_every_batch_is_a_multiple_with_weightless_filler(kind, multiple):
 
 @pytest.mark.parametrize("kind", ["padded", "bucket", "packed", "stream"])
 def test_the_filler_is_counted_as_padding(kind):
-    builder = BUILDERS[kind](batch_multiple=4, seed=1)
-    plain = BUILDERS[kind](seed=1)
-    list(build(builder)), list(build(plain))
-    filled, unfilled = builder.statistics(), plain.statistics()
+    # Epoch 0 of the datasets above, each iterated once.
+    filled, unfilled = epochs_of(kind, 4)[2][0][1], epochs_of(kind)[2][0][1]
     assert filled.num_batches == unfilled.num_batches
     assert filled.num_elements == unfilled.num_elements
     assert filled.padding_efficiency < unfilled.padding_efficiency
