@@ -163,8 +163,9 @@ def test_validation_metric_without_validation_data_is_an_error(tmp_path, data):
 
 def test_metric_the_model_does_not_log_ends_the_search(tmp_path, data):
     tuner = tuner_for(tmp_path, hypermodel=build_model, objective="val_accuracy")
+    x, y = data[0][:32], data[1][:32]  # the check follows the first fit
     with pytest.raises(keras_tuner.errors.FatalError, match="not a metric the model"):
-        tuner.search(*data, validation_data=data, epochs=1, verbose=0)
+        tuner.search(x, y, validation_data=(x, y), epochs=1, verbose=0)
 
 
 def test_throughput_needs_data_not_lengths(tmp_path):
@@ -183,7 +184,7 @@ def test_padding_efficiency_matches_the_builder_exactly(tmp_path, data):
     assert len(trials) == 4
     for trial in trials:
         builder = SMALL_SPACE.make_builder(trial.hyperparameters)
-        builder.build(x, y)
+        builder.build(x, y, engine="python")  # plans as tf.data does, untraced
         statistics = builder.statistics(epoch=0)
         assert value(trial, "padding_efficiency") == statistics.padding_efficiency
         assert value(trial, "distinct_shapes") == statistics.distinct_shapes
@@ -210,7 +211,7 @@ def test_truncation_records_the_fraction_of_positions_cut(tmp_path, data):
     tuner = tuner_for(tmp_path, search_space=space, max_trials=1)
     tuner.search(*data, verbose=0)
     builder = tuner.get_best_builder()
-    builder.build(*data)
+    builder.build(*data, engine="python")
     statistics = builder.statistics(0)
     kept = builder.plan(0).real_positions.sum()
     expected = statistics.truncated_positions / (statistics.truncated_positions + kept)
@@ -250,7 +251,7 @@ def test_throughput_counts_real_positions_of_the_timed_steps(
     )
     tuner.search(*data, verbose=0)
     builder = space.make_builder(keras_tuner.HyperParameters())
-    builder.build(*data)
+    builder.build(*data, engine="python")
     per_batch = np.concatenate(
         [builder.plan(epoch).real_positions.sum(axis=1) for epoch in range(3)]
     )
@@ -268,7 +269,7 @@ def test_throughput_search_finds_a_best_builder(tmp_path, data):
         tmp_path,
         hypermodel=build_model,
         objective="throughput",
-        max_trials=3,
+        max_trials=2,  # a best of two: each trial builds and trains a model
         throughput_steps=3,
     )
     tuner.search(*data, verbose=0)
@@ -306,13 +307,16 @@ def test_hyperband_gives_trials_an_epoch_budget(tmp_path, data):
         hypermodel=build_model,
         objective="val_loss",
         oracle="hyperband",
-        oracle_kwargs={"max_epochs": 3, "factor": 3},
+        # The smallest Hyperband that continues a trial: 5 trials (2 of 1
+        # epoch, one of them continued to 2, and 2 of 2), where 3 epochs and
+        # a factor of 3 ran 6.
+        oracle_kwargs={"max_epochs": 2, "factor": 2},
     )
-    # A third of the data: the epoch budgets, not the steps, are under test.
-    x, y = data[0][:48], data[1][:48]
+    # A fifth of the data: the epoch budgets, not the steps, are under test.
+    x, y = data[0][:32], data[1][:32]
     tuner.search(x, y, validation_data=(x, y), verbose=0)
     epochs = [t.hyperparameters.get("tuner/epochs") for t in completed(tuner)]
-    assert max(epochs) == 3 and min(epochs) == 1
+    assert max(epochs) == 2 and min(epochs) == 1
     continued = [
         t for t in completed(tuner) if "tuner/trial_id" in t.hyperparameters.values
     ]
@@ -446,7 +450,7 @@ def test_best_builder_round_trip(tmp_path, data):
         keras.saving.serialize_keras_object(best)
     )
     assert restored_from_keras == best
-    restored.build(*data)
+    restored.build(*data, engine="python")
     assert (
         restored.statistics(0).padding_efficiency
         == tuner.oracle.get_best_trials()[0].score
@@ -499,7 +503,7 @@ def test_hypermodel_with_a_keras_tuner_tuner(tmp_path, data):
     tuner = keras_tuner.RandomSearch(
         hypermodel,
         objective="val_loss",
-        max_trials=3,
+        max_trials=2,  # each trial builds two datasets and a model
         seed=2,
         directory=tmp_path,
         project_name="joint",
@@ -508,7 +512,7 @@ def test_hypermodel_with_a_keras_tuner_tuner(tmp_path, data):
     names = {p.name for p in tuner.oracle.get_space().space}
     assert {"units", "num_buckets", "boundaries"} <= names
     trials = completed(tuner)
-    assert len(trials) == 3
+    assert len(trials) == 2
     assert all(t.metrics.exists("padding_efficiency") for t in trials)
     best_hp = tuner.get_best_hyperparameters()[0]
     assert hypermodel.make_builder(best_hp).num_buckets == best_hp.get("num_buckets")
@@ -522,7 +526,7 @@ def test_hypermodel_trains_with_the_trial_builder(data):
         hp, model, *data, validation_data=data, epochs=2, verbose=0
     )
     builder = hypermodel.make_builder(hp)
-    builder.build(*data)
+    builder.build(*data, engine="python")
     assert history.history["padding_efficiency"] == [
         builder.statistics(0).padding_efficiency,
         builder.statistics(1).padding_efficiency,
@@ -532,7 +536,9 @@ def test_hypermodel_trains_with_the_trial_builder(data):
 
 def test_bucket_hypermodel_in_bucket_tuner(tmp_path, data):
     hypermodel = BucketHyperModel(build_model, SMALL_SPACE)
-    tuner = BucketTuner(hypermodel, max_trials=1, seed=1, directory=tmp_path)
+    tuner = BucketTuner(
+        hypermodel, max_trials=1, seed=1, directory=tmp_path, throughput_steps=2
+    )
     tuner.search(*data, verbose=0)
     assert tuner.hypermodel is hypermodel
     with pytest.raises(ValueError, match="brings its own"):
