@@ -8,8 +8,6 @@ comes once per `fit`, with the distinct shapes of the epochs the fit runs.
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import warnings
 
@@ -17,6 +15,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from backend_process import run_on_backend
 
 import kerasbatch
 from kerasbatch.builders import builder_of
@@ -224,31 +223,33 @@ def test_backup_and_restore_resumes_a_mapped_grain_dataset_mid_epoch(tmp_path):
 # --------------------------------------------------------- fit on mapped data
 @pytest.mark.backend
 @pytest.mark.parametrize("engine", engines())
-@pytest.mark.parametrize("name_the_dataset", [False, True])
-def test_fit_on_mapped_training_and_validation_data_logs_both_efficiencies(
-    engine, name_the_dataset
-):
+def test_fit_on_mapped_training_and_validation_data_logs_both_efficiencies(engine):
     builder = kerasbatch.BucketBuilder(num_buckets=3, batch_size=8, seed=2)
     train, val = built(builder, engine)
     mapped_train, mapped_val = keras_hub_inputs(train), keras_hub_inputs(val)
-    efficiency = PaddingEfficiency(
-        builder,
-        dataset=mapped_train if name_the_dataset else None,
-        validation_data=mapped_val,
-    )
+    # One fit, two callbacks that log apart: one is told the training
+    # dataset, the other finds it.
+    efficiencies = [
+        PaddingEfficiency(builder, validation_data=mapped_val),
+        PaddingEfficiency(
+            builder, name="named", dataset=mapped_train, validation_data=mapped_val
+        ),
+    ]
     history = mapped_model().fit(
         mapped_train,
         validation_data=mapped_val,
         epochs=2,
         verbose=0,
-        callbacks=[EpochReshuffle(builder), efficiency],
+        callbacks=[EpochReshuffle(builder), *efficiencies],
     )
-    assert history.history["padding_efficiency"] == [
-        builder.statistics(epoch=k, dataset=train).padding_efficiency for k in (0, 1)
-    ]
-    assert history.history["val_padding_efficiency"] == [
-        builder.statistics(epoch=k, dataset=val).padding_efficiency for k in (0, 1)
-    ]
+    for name in ("padding_efficiency", "named"):
+        assert history.history[name] == [
+            builder.statistics(epoch=k, dataset=train).padding_efficiency
+            for k in (0, 1)
+        ], name
+        assert history.history[f"val_{name}"] == [
+            builder.statistics(epoch=k, dataset=val).padding_efficiency for k in (0, 1)
+        ], name
     assert builder_of(mapped_train).last_started_epoch == 1
 
 
@@ -376,9 +377,8 @@ def test_a_long_fit_extrapolates_past_the_planned_epochs():
 # ------------------------------------------------------------------- on JAX
 ON_JAX_SCRIPT = textwrap.dedent(
     """
-    import json, os, sys, warnings
-    os.environ["KERAS_BACKEND"] = "jax"
-    sys.path.insert(0, sys.argv[1])
+    import json, sys, warnings
+    sys.path.insert(0, TESTS)  # where test_mapped_datasets is
     import test_mapped_datasets as t
     import kerasbatch
 
@@ -418,21 +418,13 @@ ON_JAX_SCRIPT = textwrap.dedent(
         }
     print(json.dumps(results))
     """
-)
+).replace("TESTS", repr(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.mark.skipif(ON_JAX, reason="runs JAX in a subprocess from TensorFlow")
+@pytest.mark.skipif(ON_JAX, reason="runs JAX in a process of its own from TensorFlow")
 def test_mapped_tf_data_and_grain_datasets_on_jax():
-    pytest.importorskip("grain")
-    done = subprocess.run(
-        [sys.executable, "-c", ON_JAX_SCRIPT, os.path.dirname(__file__)],
-        env=dict(os.environ, KERAS_BACKEND="jax"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(done.stdout.strip().splitlines()[-1])
+    # In the process of JAX that the other tests' JAX scripts run in.
+    results = run_on_backend(ON_JAX_SCRIPT, "jax", timeout=600, needs=("grain",))
     for engine, result in results.items():
         history = result["history"]
         assert [

@@ -2,7 +2,7 @@
 losses on every backend; and one per-segment width for every dataset of a
 builder, so that train and validation data fit one model.
 
-Each backend runs in a subprocess of its own.
+Each backend runs the script on its own Keras (`backend_process`).
 """
 
 import numpy as np
@@ -81,7 +81,8 @@ for name, (loss, targets, units) in LOSSES.items():
     model.compile("sgd", loss)
     inputs, y, weights = dataset[0]
     assert y.shape == (SLOTS, SLOTS, 1), y.shape
-    predictions = keras.ops.convert_to_numpy(model.predict_on_batch(inputs))
+    # Called eagerly: a compiled predict function per model costs more here.
+    predictions = keras.ops.convert_to_numpy(model(inputs))
     expected = (per_slot(name, y, predictions) * weights).sum() / (
         SLOTS * SLOTS
     )

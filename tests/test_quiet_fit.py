@@ -6,7 +6,7 @@ Keras' epoch iterator warns "Your input ran out of data; interrupting
 training" whenever a dataset ends before the number of steps it expects,
 and (Keras 3.15) after every epoch of a dataset whose length it does not
 know. kerasbatch datasets know theirs exactly: none of these runs ends
-early. Each backend runs in a subprocess of its own (`KERAS_BACKEND`).
+early. Each backend runs the script on its own Keras (`backend_process`).
 """
 
 import pytest

@@ -2,8 +2,9 @@
 
 Keras on JAX and torch takes the first batch of a fresh iterator to build
 the model, then starts again; that look must not take an epoch. Each
-backend runs in a subprocess of its own (`KERAS_BACKEND`), on the tf.data
-engine, without `EpochReshuffle`.
+backend runs the script on its own Keras (`backend_process`: this test
+process's backend here, another in a process of that backend), on the
+tf.data engine, without `EpochReshuffle`.
 """
 
 import keras
