@@ -7,7 +7,11 @@ The example runs unchanged, through `runpy`, in a subprocess whose
 `keras.Model.fit` adds a callback that logs each trained batch (and kills
 the process at a given batch) and saves the final weights; `train_step`
 hands each batch's values to it from inside JAX's compiled step
-(`jax.debug.callback`).
+(`jax.debug.callback`). The uninterrupted run and the killed one share a
+process (one start of JAX and Keras, not two): the uninterrupted run first,
+as in a fresh process, then the killed one after `clear_session` (the layer
+names of a fresh process, which its backup records); the restart is a new
+process, as after a preemption.
 """
 
 import importlib.util
@@ -42,9 +46,8 @@ import jax
 import keras
 import numpy as np
 
-example, log_path, kill_at = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+example, runs = sys.argv[1], json.loads(sys.argv[2])  # [[folder, log, kill_at]]
 warnings.simplefilter("always")  # every warning Keras gives, on stderr
-keras.utils.set_random_seed(0)  # the same first weights in every run
 trained = []  # the token ids of every batch train_step takes
 
 
@@ -83,7 +86,12 @@ def fit(self, *arguments, callbacks=(), **options):
 
 keras.Model.train_step = train_step
 keras.Model.fit = fit
-runpy.run_path(example, run_name="__main__")
+for folder, log_path, kill_at in runs:  # the last may kill the process
+    os.chdir(folder)  # the example's "backup" folder
+    keras.utils.clear_session()  # layer names as in a fresh process
+    keras.utils.set_random_seed(0)  # the same first weights in every run
+    trained.clear()
+    runpy.run_path(example, run_name="__main__")
 """
 
 
@@ -95,19 +103,24 @@ def guide_example():
     return code
 
 
-def run(directory, phase, kill_at=None):
+def run(directory, *phases):
+    """One process running the example once per `(phase, kill_at)`, in the
+    phase's folder (the killed run's restart: the folder of the killed)."""
+    runs = [
+        [str(directory / phase.split("-")[0]), str(directory / f"{phase}.jsonl"), at]
+        for phase, at in phases
+    ]
     return subprocess.run(
         [
             sys.executable,
             str(directory / "runner.py"),
             str(directory / "example.py"),
-            str(directory / f"{phase}.jsonl"),
-            json.dumps(kill_at),
+            json.dumps(runs),
         ],
-        cwd=directory / phase.split("-")[0],  # the example's "backup" folder
+        cwd=directory,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=300,
         env={**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"},
     )
 
@@ -123,12 +136,11 @@ def test_the_engines_guide_example_resumes_a_killed_fit_to_its_last_epoch(tmp_pa
     for folder in ("full", "killed"):
         (tmp_path / folder).mkdir()
 
-    full = run(tmp_path, "full")
-    assert full.returncode == 0, full.stderr[-3000:]
-    killed = run(tmp_path, "killed", kill_at=KILL_AT)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    full = run(tmp_path, ("full", None), ("killed", KILL_AT))
+    assert full.returncode == -signal.SIGKILL, full.stderr[-3000:]
+    assert (tmp_path / "full.jsonl.npz").is_file()  # the full run ended
     assert (tmp_path / "killed" / "backup").is_dir()  # what the restart finds
-    resumed = run(tmp_path, "killed-resumed")
+    resumed = run(tmp_path, ("killed-resumed", None))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
     uninterrupted = logged(tmp_path, "full")
