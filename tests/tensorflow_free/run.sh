@@ -5,7 +5,8 @@
 # folder on KERAS_BACKEND=jax: every builder on the grain and python engines
 # in a real model.fit, the callbacks, resume after a kill, and the tuner
 # (on every core, as the main suite; --dist loadgroup keeps the tests of an
-# xdist_group on one worker, so that test_multi_host's processes start once).
+# xdist_group on one worker, so that the processes of test_multi_host and of
+# test_resume start once).
 set -eu
 cd "$(dirname "$0")/../.."
 venv="${TMPDIR:-/tmp}/kerasbatch-without-tensorflow"
