@@ -64,15 +64,29 @@ def pad_of(dtype):
     return PAD.get(dtype, 9)
 
 
+def every_dtype(dtypes=DTYPES):
+    """One dataset's `x` holding every dtype of `dtypes`: a sequence component
+    `tokens_<dtype>` and a per-example one `label_<dtype>` each. Each dtype goes
+    through the same batch function as it would alone; one build serves all."""
+    x = {}
+    for dtype in dtypes:
+        x[f"tokens_{dtype}"] = sequences(dtype)
+        x[f"label_{dtype}"] = labels(dtype)
+    return x
+
+
 def stream(x, ids):
-    """A dataset of `({"tokens": sequence, "label": label}, id)` elements."""
-    ragged = tf.RaggedTensor.from_row_lengths(
-        tf.constant(np.concatenate(x["tokens"])), LENGTHS
-    )
-    dataset = tf.data.Dataset.from_tensor_slices(
-        ({"tokens": ragged, "label": tf.constant(x["label"])}, ids)
-    )
-    return dataset.map(lambda x, i: ({"tokens": x["tokens"], "label": x["label"]}, i))
+    """A dataset of `(x, id)` elements: each `tokens_*` a ragged sequence."""
+    elements = {
+        name: tf.RaggedTensor.from_row_lengths(
+            tf.constant(np.concatenate(values)), LENGTHS
+        )
+        if name.startswith("tokens")
+        else tf.constant(values)
+        for name, values in x.items()
+    }
+    dataset = tf.data.Dataset.from_tensor_slices((elements, ids))
+    return dataset.map(lambda x, i: (dict(x), i))
 
 
 def build(kind, x, ids, **kwargs):
@@ -89,101 +103,122 @@ def pieces_of(kind, sequence):
     return [sequence]
 
 
-def check_batches(kind, dataset, x, pad, dtype):
-    """Every batch keeps `dtype`, holds every element (piece) exactly once,
-    equal to the data, and `pad` everywhere else."""
-    pad = np.asarray(pad).astype(np_dtype(dtype))
-    expected_dtype = tf.as_dtype(np_dtype(dtype))
+def check_batches(kind, dataset, x, pads, dtypes):
+    """Every batch keeps each dtype of `dtypes` (`tokens_<dtype>` and
+    `label_<dtype>` in `x`), holds every element (piece) exactly once, equal to
+    the data, and its `pads[dtype]` everywhere else. Returns the positions
+    a tokens component is padded to."""
     seen = {i: 0 for i in IDS}
     padded = 0
     for batch in dataset:
         inputs, ids = batch[0], batch[1].numpy()
-        if kind == "packed":
-            ids = ids[..., 0]  # one id per segment slot: (rows, slots, 1)
-        padded += inputs["tokens"].shape.num_elements()
-        tokens, label = inputs["tokens"], inputs["label"]
-        assert tokens.dtype == expected_dtype
-        assert label.dtype == expected_dtype
-        tokens, label = tokens.numpy(), label.numpy()
+        padded += inputs[f"tokens_{dtypes[0]}"].shape.num_elements()
         if kind == "packed":
             segments = inputs["packed_segment_ids"].numpy()
-            np.testing.assert_array_equal(tokens[segments == 0], pad)
-            for row in range(len(tokens)):
-                for segment in range(1, segments[row].max() + 1):
-                    element = ids[row, segment - 1]
+            # One id per segment slot: (rows, slots, 1).
+            places = [
+                (row, segment, ids[row, segment - 1, 0])
+                for row in range(len(ids))
+                for segment in range(1, segments[row].max() + 1)
+            ]
+        else:
+            places = []  # (row, element, which piece of the element)
+            for row, element in enumerate(ids):
+                places.append((row, element, seen[element]))
+                seen[element] += 1
+        for dtype in dtypes:
+            expected_dtype = tf.as_dtype(np_dtype(dtype))
+            assert inputs[f"tokens_{dtype}"].dtype == expected_dtype
+            assert inputs[f"label_{dtype}"].dtype == expected_dtype
+            pad = np.asarray(pads[dtype]).astype(np_dtype(dtype))
+            tokens = inputs[f"tokens_{dtype}"].numpy()
+            label = inputs[f"label_{dtype}"].numpy()
+            data, data_label = x[f"tokens_{dtype}"], x[f"label_{dtype}"]
+            if kind == "packed":
+                np.testing.assert_array_equal(tokens[segments == 0], pad, dtype)
+                for row, segment, element in places:
                     np.testing.assert_array_equal(
-                        tokens[row][segments[row] == segment], x["tokens"][element]
+                        tokens[row][segments[row] == segment], data[element], dtype
                     )
-                    assert label[row, segment - 1] == x["label"][element]
-                    seen[element] += 1
-            continue
-        for row, element in enumerate(ids):
-            piece = pieces_of(kind, x["tokens"][element])[seen[element]]
-            np.testing.assert_array_equal(tokens[row, : len(piece)], piece)
-            np.testing.assert_array_equal(tokens[row, len(piece) :], pad)
-            assert label[row] == x["label"][element]
-            seen[element] += 1
-    assert seen == {
-        i: len(pieces_of(kind, s)) for i, s in zip(IDS, x["tokens"], strict=True)
-    }
+                    assert label[row, segment - 1] == data_label[element], dtype
+                continue
+            for row, element, piece in places:
+                piece = pieces_of(kind, data[element])[piece]
+                np.testing.assert_array_equal(tokens[row, : len(piece)], piece, dtype)
+                np.testing.assert_array_equal(tokens[row, len(piece) :], pad, dtype)
+                assert label[row] == data_label[element], dtype
+        if kind == "packed":
+            for _, _, element in places:
+                seen[element] += 1
+    some = x[f"tokens_{dtypes[0]}"]
+    assert seen == {i: len(pieces_of(kind, s)) for i, s in zip(IDS, some, strict=True)}
     return padded
 
 
-@pytest.mark.parametrize(
-    "dtype, kind",
-    # Every dtype through each batch function (padded and sorted batch as
-    # bucket does), and a few through those two.
-    [(d, k) for d in DTYPES for k in ("bucket", "packed", "chunk", "stream")]
-    + [(d, k) for d in ("bfloat16", "uint8", "bool") for k in ("padded", "sorted")],
-)
-def test_every_builder_batches_every_dtype_exactly(dtype, kind):
-    x = {"tokens": sequences(dtype), "label": labels(dtype)}
-    pad = pad_of(dtype)
-    # The tokens' padding value (the int targets keep theirs: a packed row
+@pytest.mark.parametrize("kind", BUILDERS)
+def test_every_builder_batches_every_dtype_exactly(kind):
+    # Every dtype through each batch function, all as components of one
+    # dataset: each keeps its dtype and its own padding value.
+    x = every_dtype()
+    pads = {dtype: pad_of(dtype) for dtype in DTYPES}
+    # The tokens' padding values (the int targets keep theirs: a packed row
     # pads them too, and 0.5 would not fit them).
-    builder, dataset = build(kind, x, IDS, padding={"tokens": {"value": pad}})
-    padded = check_batches(kind, dataset, x, pad, dtype)
+    padding = {f"tokens_{d}": {"value": pads[d]} for d in DTYPES}
+    builder, dataset = build(kind, x, IDS, padding=padding)
+    padded = check_batches(kind, dataset, x, pads, DTYPES)
     statistics = builder.statistics(epoch=0)
-    pieces = sum(len(pieces_of(kind, s)) for s in x["tokens"])  # chunks: rows
+    pieces = sum(len(pieces_of(kind, s)) for s in x["tokens_int32"])  # chunks: rows
     assert statistics.num_elements == pieces
     assert statistics.padding_efficiency == pytest.approx(sum(LENGTHS) / padded)
+    for dtype in DTYPES:
+        assert statistics.component_efficiency[f"tokens_{dtype}"] == pytest.approx(
+            sum(LENGTHS) / padded
+        )
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "uint8", "bool"])
-def test_default_padding_is_zero_of_the_dtype(dtype):
-    x = {"tokens": sequences(dtype), "label": labels(dtype)}
+ZERO_DEFAULT = ["bfloat16", "float16", "uint8", "bool"]
+
+
+def test_default_padding_is_zero_of_the_dtype():
+    x = every_dtype(ZERO_DEFAULT)
     _, dataset = build("padded", x, IDS)
-    check_batches("padded", dataset, x, 0, dtype)
+    check_batches("padded", dataset, x, dict.fromkeys(ZERO_DEFAULT, 0), ZERO_DEFAULT)
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "uint8", "bool"])
-def test_ragged_and_dense_inputs(dtype):
-    tokens = sequences(dtype)
-    ragged = tf.RaggedTensor.from_row_lengths(
-        tf.constant(np.concatenate(tokens)), LENGTHS
-    )
-    x = {"tokens": ragged, "label": tf.constant(labels(dtype))}
-    _, dataset = build("bucket", x, IDS, padding={"value": pad_of(dtype)})
-    expected = {"tokens": tokens, "label": labels(dtype)}
-    check_batches("bucket", dataset, expected, pad_of(dtype), dtype)
+def test_ragged_and_dense_inputs():
+    expected = every_dtype(ZERO_DEFAULT)
+    x = {
+        name: tf.RaggedTensor.from_row_lengths(
+            tf.constant(np.concatenate(values)), LENGTHS
+        )
+        if name.startswith("tokens")
+        else tf.constant(values)
+        for name, values in expected.items()
+    }
+    pads = {dtype: pad_of(dtype) for dtype in ZERO_DEFAULT}
+    padding = {f"tokens_{d}": {"value": pads[d]} for d in ZERO_DEFAULT}
+    _, dataset = build("bucket", x, IDS, padding=padding)
+    check_batches("bucket", dataset, expected, pads, ZERO_DEFAULT)
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "uint8", "bool"])
-def test_window_builder_keeps_the_dtype(dtype):
-    x = {"tokens": sequences(dtype), "label": labels(dtype)}
+def test_window_builder_keeps_the_dtype():
+    dtypes = ["bfloat16", "uint8", "bool"]
+    x = every_dtype(dtypes)
     builder = kerasbatch.WindowBuilder(2, 2, drop_remainder=False, shuffle=False)
     windows = list(builder.build(x, IDS))
     assert len(windows) == 4
     for window in windows:
         inputs, ids = window[0], window[1].numpy()
-        assert inputs["tokens"].dtype == tf.as_dtype(np_dtype(dtype))
-        assert inputs["label"].dtype == tf.as_dtype(np_dtype(dtype))
-        tokens = inputs["tokens"].numpy()
-        for row, element in enumerate(ids):
-            sequence = x["tokens"][element]
-            np.testing.assert_array_equal(tokens[row, : len(sequence)], sequence)
-            assert not tokens[row, len(sequence) :].any()
-            assert inputs["label"].numpy()[row] == x["label"][element]
+        for dtype in dtypes:
+            tokens, label = inputs[f"tokens_{dtype}"], inputs[f"label_{dtype}"]
+            assert tokens.dtype == tf.as_dtype(np_dtype(dtype))
+            assert label.dtype == tf.as_dtype(np_dtype(dtype))
+            tokens = tokens.numpy()
+            for row, element in enumerate(ids):
+                sequence = x[f"tokens_{dtype}"][element]
+                np.testing.assert_array_equal(tokens[row, : len(sequence)], sequence)
+                assert not tokens[row, len(sequence) :].any()
+                assert label.numpy()[row] == x[f"label_{dtype}"][element]
 
 
 def test_model_fit_on_bfloat16_and_float16_sequences():
@@ -205,7 +240,7 @@ def test_model_fit_on_bfloat16_and_float16_sequences():
     output = keras.layers.Dense(1)(keras.layers.GlobalAveragePooling1D()(merged))
     model = keras.Model({"features": features_in, "gates": gates_in}, output)
     model.compile("adam", "mse")
-    history = model.fit(dataset, epochs=2, verbose=0)
+    history = model.fit(dataset, epochs=1, verbose=0)  # one epoch feeds every dtype
     assert np.isfinite(history.history["loss"]).all()
 
 
@@ -221,30 +256,39 @@ def string_rows(dataset):
     ]
 
 
+#: Two string components of one dataset, each with its own padding value.
+STRING_PADDING = {"tokens": "", "marked": "<pad>"}
+
+
 @pytest.mark.parametrize("kind", ["padded", "sorted", "bucket", "chunk", "stream"])
-@pytest.mark.parametrize("value", ["", "<pad>"])
-def test_string_sequences_with_a_string_padding_value(kind, value):
-    x = {"tokens": STRING_TOKENS, "label": labels("int32")}
+def test_string_sequences_with_a_string_padding_value(kind):
+    x = {name: STRING_TOKENS for name in STRING_PADDING}
+    x["label"] = labels("int32")
+    padding = {name: {"value": value} for name, value in STRING_PADDING.items()}
     if kind == "stream":
-        builder = BUILDERS[kind](padding={"value": value})
+        builder = BUILDERS[kind](padding=padding)
         ragged = tf.ragged.constant([t.tolist() for t in STRING_TOKENS])
         elements = tf.data.Dataset.from_tensor_slices(
-            ({"tokens": ragged, "label": labels("int32")}, IDS)
+            ({"tokens": ragged, "marked": ragged, "label": labels("int32")}, IDS)
         ).map(lambda x, i: (dict(x), i))
         dataset = builder.build(elements, lengths=LENGTHS)
     else:
-        _, dataset = build(kind, x, IDS, padding={"value": value})
+        _, dataset = build(kind, x, IDS, padding=padding)
     batches = list(dataset)
-    assert all(b[0]["tokens"].dtype == tf.string for b in batches)
     seen = {i: 0 for i in IDS}
     for inputs, ids in batches:
-        for row, element in zip(inputs["tokens"].numpy(), ids.numpy(), strict=True):
-            piece = pieces_of(kind, STRING_TOKENS[element])[seen[element]]
-            assert [b.decode() for b in row[: len(piece)]] == piece.tolist()
-            assert [b.decode() for b in row[len(piece) :]] == [value] * (
-                len(row) - len(piece)
-            )
+        pieces = []
+        for element in ids.numpy():
+            pieces.append(pieces_of(kind, STRING_TOKENS[element])[seen[element]])
             seen[element] += 1
+        for name, value in STRING_PADDING.items():
+            assert inputs[name].dtype == tf.string
+            for row, piece in zip(inputs[name].numpy(), pieces, strict=True):
+                assert [b.decode() for b in row[: len(piece)]] == piece.tolist()
+                assert [b.decode() for b in row[len(piece) :]] == [value] * (
+                    len(row) - len(piece)
+                )
+    assert seen == {i: len(pieces_of(kind, t)) for i, t in enumerate(STRING_TOKENS)}
 
 
 def test_string_stream_pads_with_the_empty_string_by_default():
