@@ -15,6 +15,7 @@ def classifier():
     keras.utils.set_random_seed(0)
     model = keras.Sequential(
         [
+            keras.Input((None,), dtype="int32"),
             keras.layers.Embedding(64, 8),
             keras.layers.GlobalMaxPooling1D(),
             keras.layers.Dense(1, activation="sigmoid"),
@@ -23,6 +24,28 @@ def classifier():
     model.compile(
         keras.optimizers.Adam(0.02), "binary_crossentropy", metrics=["accuracy"]
     )
+    return model
+
+
+@pytest.fixture(scope="module")
+def shared_classifier():
+    """One `classifier()` for every builder, and its untrained state: its
+    training function is traced once (on TensorFlow, once more for another
+    batch shape, then for any shape), not once per builder."""
+    model = classifier()
+    model.optimizer.build(model.trainable_variables)
+    weights = model.get_weights()
+    slots = [keras.ops.convert_to_numpy(v) for v in model.optimizer.variables]
+    return model, weights, slots
+
+
+def untrained(shared):
+    """The shared classifier as `classifier()` makes it: its weights and its
+    optimizer's state (step count and moments) restored."""
+    model, weights, slots = shared
+    model.set_weights(weights)
+    for variable, value in zip(model.optimizer.variables, slots, strict=True):
+        variable.assign(value)
     return model
 
 
@@ -90,11 +113,11 @@ BUILDERS = {
         for name in BUILDERS
     ],
 )
-def test_a_small_model_learns_from_each_builder(name):
+def test_a_small_model_learns_from_each_builder(name, shared_classifier):
     x, y = learnable_data()
     builder = BUILDERS[name]()
     dataset = builder.build(x, y)
-    model = classifier()
+    model = untrained(shared_classifier)
     history = model.fit(
         dataset,
         epochs=3,
