@@ -1,8 +1,12 @@
 """Run by `test_distribute.py` in a process of its own: 2 epochs of `model.fit`
 under `MirroredStrategy` on 2 logical CPU devices, for the builder kinds named
-on the command line. Prints one JSON object: per kind, the tokens every
-replica trained on at every step, the logged padding efficiency and the
-statistics of both epochs, and the errors of bad requests."""
+on the command line, on the first N of `TRAIN_LENGTHS`.
+
+    python mirrored_fit.py N KIND [KIND ...]
+
+Prints one JSON object: per kind, the tokens every replica trained on at
+every step, the logged padding efficiency and the statistics of both epochs,
+and the errors of bad requests."""
 
 import json
 import os
@@ -49,7 +53,7 @@ class ReplicaRecorder(Recorder):
         return super().train_step(data)
 
 
-def fit(kind, strategy):
+def fit(kind, strategy, lengths):
     """`kind` names a builder; `plain-<kind>` fits its built dataset as is."""
     builder = KINDS[kind.removeprefix("plain-")]()
     if not kind.startswith("plain-"):
@@ -57,7 +61,7 @@ def fit(kind, strategy):
         # weight (the model ignores the targets they need).
         config = {**builder.get_config(), "batch_multiple": 2}
         builder = type(builder).from_config(config)
-    train = build(builder, TRAIN_LENGTHS, 1, with_targets=True)
+    train = build(builder, lengths, 1, with_targets=True)
     per_replica = train if kind.startswith("plain-") else builder.distribute(strategy)
     with strategy.scope():
         model = ReplicaRecorder()
@@ -187,9 +191,10 @@ def errors(strategy):
     return found
 
 
-def main(kinds):
+def main(num_elements, *kinds):
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    results = {kind: fit(kind, strategy) for kind in kinds}
+    lengths = TRAIN_LENGTHS[: int(num_elements)]
+    results = {kind: fit(kind, strategy, lengths) for kind in kinds}
     results["errors"] = errors(strategy)
     results["uneven_first_batch"] = uneven_first_batch(strategy)
     results["padded_remainders"] = padded_remainders(strategy)
@@ -197,4 +202,4 @@ def main(kinds):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(*sys.argv[1:])
