@@ -1,6 +1,8 @@
 """`kerasbatch.ModelInputs`: renamed inputs, a computed padding mask,
 constants and next-token targets, on every builder and engine."""
 
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -311,6 +313,14 @@ def _causal_lm(name):
     return keras_hub.models.LlamaCausalLM(backbone, preprocessor=None)
 
 
+@functools.cache
+def _predicting_causal_lm(name):
+    """One untrained `_causal_lm(name)` for the predictions on every engine:
+    predicting changes no weight, and a model traces (on JAX compiles) its
+    predict function once per batch shape, not once per engine."""
+    return _causal_lm(name)
+
+
 def _token_data(seed=0):
     """Texts of three lengths, one in each bucket of `[8, 16, 32]`, 8 of each:
     batches of 8 feed one shape per bucket. On JAX every shape compiles, and
@@ -418,7 +428,7 @@ def test_causal_lm_trains_on_shifted_targets(name):
 def test_causal_lm_predicts_every_position_as_each_text_alone(name, engine):
     # The logits after the last token are those a generation continues
     # from: the padding mask must let the model see that token.
-    model = _causal_lm(name)
+    model = _predicting_causal_lm(name)
     x = _token_data()
     builder = kerasbatch.BucketBuilder(
         [8, 16, 32], batch_size=8, model_inputs=ModelInputs.keras_hub(model)
