@@ -19,6 +19,7 @@ import io
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,14 +45,39 @@ for line in sys.stdin:
 """
 
 
-def run_here(script):
+@contextlib.contextmanager
+def _time_limit(seconds):
+    """Raises `TimeoutError` in the code it wraps after `seconds` (on the
+    main thread, where a signal can reach it; elsewhere, no limit)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def late(signum, frame):
+        raise TimeoutError(f"the script ran past {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_here(script, timeout=None):
     """Runs `script` in a namespace of its own, with its own warning filters,
-    and returns what it printed, and the error it raised if it failed."""
+    within `timeout` seconds (none where `None`), and returns what it
+    printed, and the error it raised if it failed or ran late."""
     printed = io.StringIO()
     try:
         # The warnings it does not catch itself go nowhere, as a process's
         # stderr would.
-        with contextlib.redirect_stdout(printed), warnings.catch_warnings(record=True):
+        with (
+            _time_limit(timeout),
+            contextlib.redirect_stdout(printed),
+            warnings.catch_warnings(record=True),
+        ):
             exec(compile(script, "<test script>", "exec"), {"__name__": "__main__"})
     except BaseException:  # noqa: BLE001 - told to the test that sent it
         return {"error": traceback.format_exc(), "printed": printed.getvalue()}
@@ -129,7 +155,7 @@ def run_on_backend(script, backend, timeout=300, needs=()):
     import keras
 
     if backend == keras.backend.backend():
-        reply = run_here(script)
+        reply = run_here(script, timeout)
     else:
         process = _processes.get(backend)
         if process is None or process.process.poll() is not None:
