@@ -1,6 +1,7 @@
 """PackedBuilder: exactly-once packing, exact statistics, weights, policies, fit."""
 
 import json
+import warnings
 
 import keras
 import numpy as np
@@ -73,7 +74,9 @@ def plan_only(builder, x):
     """Builds for `builder.plan()` alone: the python engine plans as tf.data
     does (the engines' batches are compared bit for bit elsewhere) without
     tracing a pipeline, a second or more per packed build."""
-    return builder.build(x, np.arange(len(x)), engine="python")
+    with warnings.catch_warnings():  # Keras never fits on these batches
+        warnings.filterwarnings("ignore", "On the TensorFlow backend, Keras reads")
+        return builder.build(x, np.arange(len(x)), engine="python")
 
 
 # ------------------------------------------------------------- exactly once
