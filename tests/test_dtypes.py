@@ -75,9 +75,9 @@ def every_dtype(dtypes=DTYPES):
     return x
 
 
-def stream(x, ids):
-    """A dataset of `(x, id)` elements: each `tokens_*` a ragged sequence."""
-    elements = {
+def as_tensors(x):
+    """`x` as tensors: each `tokens_*` ragged, each label dense."""
+    return {
         name: tf.RaggedTensor.from_row_lengths(
             tf.constant(np.concatenate(values)), LENGTHS
         )
@@ -85,7 +85,11 @@ def stream(x, ids):
         else tf.constant(values)
         for name, values in x.items()
     }
-    dataset = tf.data.Dataset.from_tensor_slices((elements, ids))
+
+
+def stream(x, ids):
+    """A dataset of `(x, id)` elements: each `tokens_*` a ragged sequence."""
+    dataset = tf.data.Dataset.from_tensor_slices((as_tensors(x), ids))
     return dataset.map(lambda x, i: (dict(x), i))
 
 
@@ -187,14 +191,7 @@ def test_default_padding_is_zero_of_the_dtype():
 
 def test_ragged_and_dense_inputs():
     expected = every_dtype(ZERO_DEFAULT)
-    x = {
-        name: tf.RaggedTensor.from_row_lengths(
-            tf.constant(np.concatenate(values)), LENGTHS
-        )
-        if name.startswith("tokens")
-        else tf.constant(values)
-        for name, values in expected.items()
-    }
+    x = as_tensors(expected)
     pads = {dtype: pad_of(dtype) for dtype in ZERO_DEFAULT}
     padding = {f"tokens_{d}": {"value": pads[d]} for d in ZERO_DEFAULT}
     _, dataset = build("bucket", x, IDS, padding=padding)
