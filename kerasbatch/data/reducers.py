@@ -38,8 +38,9 @@ class Reducer:
     the component's batched value: `finalize_fn(reduce_fn(... reduce_fn(
     init_fn(size), element_0) ..., element_n-1))`. The functions are plain
     Python, traced once into the `tf.data` pipeline (a `tf.data.Dataset.reduce`
-    over the window's elements), so they compute with TensorFlow ops. The
-    state's shape may change from element to element (tf.data relaxes it);
+    over the window's elements), so they compute with TensorFlow ops;
+    AutoGraph converts them, as tf.data converts the functions it traces, so
+    an `if` on a tensor works. The state's shape may change from element to element (tf.data relaxes it);
     its structure and dtypes may not.
 
     Prefer the built-ins (`"count"`, `"dense"`, `"padded"`) where they fit:
