@@ -250,3 +250,24 @@ def test_a_state_that_changes_structure_is_an_error():
         "but init_fn returned int32",
     ):
         reduce(reducer, Window(tf.range(3)))
+
+
+def test_a_reducer_may_branch_on_its_elements_as_tf_data_allows():
+    """A Python `if` on a tensor works in a `Reducer`'s functions, which are
+    converted with AutoGraph as tf.data converts a user's (the engine's own
+    run as written)."""
+
+    def count_long(state, element):
+        if tf.size(element) > 2:  # a tensor: AutoGraph makes it a tf.cond
+            state += 1
+        return state
+
+    long_ones = kerasbatch.Reducer(lambda _: 0, count_long, lambda state: state)
+    builder = kerasbatch.WindowBuilder(
+        3, 3, shuffle=False, reducers={"x": "padded", "y": long_ones}
+    )
+    lengths = [1, 3, 4, 2, 5, 1]
+    x = [np.arange(1, n + 1, dtype="int32") for n in lengths]
+    y = [np.ones(n, "int32") for n in lengths]
+    windows = list(builder.build(x, y, engine="tf.data"))
+    assert [int(counted) for _, counted in windows] == [2, 1]

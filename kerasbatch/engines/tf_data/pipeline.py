@@ -4,11 +4,13 @@
 iteration (from the dataset's `GraphEpochState`), the epoch's batch
 arguments computed in the graph by the part for its kind of batches
 (`rows.Rows`, `packed.Packed`), and each batch made by their batch
-function, in parallel and in order.
+function, in parallel and in order. tf.data traces the functions as written
+(`as_written`).
 """
 
 from kerasbatch.engines import served as served_lib
 from kerasbatch.engines.tf_data import batch as batch_lib
+from kerasbatch.engines.tf_data.as_written import plain
 from kerasbatch.engines.tf_data.epoch_pipeline import EpochPipeline, advances_when_taken
 from kerasbatch.optional import tensorflow as tf
 
@@ -73,6 +75,9 @@ class Pipeline(EpochPipeline):
         the epoch advances when an iteration goes past its last part
         (`advanced_at_end`).
         """
+        return plain(self._dataset)(replicas)
+
+    def _dataset(self, replicas):
         batch_function, num_batches = self.part.batch_function(replicas)
         parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
         if replicas is None and not advances_when_taken():

@@ -144,8 +144,15 @@ def _user_reduce(reducer, window):
             raise error from None
         return new_state
 
-    state = window.elements().reduce(reducer.init_fn(window.size), step)
-    return reducer.finalize_fn(state)
+    # The engine's functions run as written (no AutoGraph); a user's are
+    # converted, as tf.data converts the functions it traces, so that
+    # `if`s and loops on tensors work: tf.function does it.
+    init_fn, finalize_fn = (
+        tf.function(reducer.init_fn),
+        tf.function(reducer.finalize_fn),
+    )
+    state = window.elements().reduce(init_fn(window.size), tf.function(step))
+    return finalize_fn(state)
 
 
 def _describe(state):

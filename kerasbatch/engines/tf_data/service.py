@@ -229,7 +229,7 @@ def distribute_stream(
     `tf.data.Dataset`, one epoch per iteration, counted at the client."""
     from kerasbatch.engines import served as served_lib
     from kerasbatch.engines.tf_data import stream_pipeline
-    from kerasbatch.engines.tf_data.stream_blocks import plain
+    from kerasbatch.engines.tf_data.as_written import plain
 
     pipeline = stream_pipeline.StreamPipeline(served)
     if processing_mode is None:

@@ -12,8 +12,8 @@ each batch is padded, measured and counted into the dataset's counters
 from kerasbatch.engines import served as served_lib
 from kerasbatch.engines.tf_data import batch as batch_lib
 from kerasbatch.engines.tf_data import stream_blocks as graph_blocks
+from kerasbatch.engines.tf_data.as_written import plain
 from kerasbatch.engines.tf_data.epoch_pipeline import EpochPipeline, advances_when_taken
-from kerasbatch.engines.tf_data.stream_blocks import plain
 from kerasbatch.engines.tf_data.stream_counters import GraphStreamCounters
 from kerasbatch.engines.tf_data.stream_rows import StreamRows, num_rows
 from kerasbatch.optional import tensorflow as tf
