@@ -38,6 +38,12 @@ def concat(first, second):
     return tf.nest.map_structure(lambda a, b: tf.concat([a, b], axis=0), first, second)
 
 
+def _any_rows(tensor):
+    """`tensor`, with its first (row) dimension of unknown static size."""
+    shape = [None, *tensor.shape[1:]]
+    return tf.compat.v1.placeholder_with_default(tensor, shape)
+
+
 def _ragged(rows, column, position):
     return tf.RaggedTensor.from_row_lengths(
         rows["values"][position], rows["lengths"][:, column], validate=False
@@ -87,7 +93,11 @@ class BlockBucketer:
         )
         marked = blocks.map(plain(lambda rows: (rows, False)))
         marked = marked.concatenate(tf.data.Dataset.from_tensors((empty, True)))
-        state = {"pending": empty, "emission": tf.constant(0, tf.int64)}
+        # The waiting rows start with a row dimension of unknown size, as
+        # the step makes them: `scan` then traces the step once, where a
+        # size of 0 would have it trace again with the shape relaxed.
+        pending = tf.nest.map_structure(_any_rows, empty)
+        state = {"pending": pending, "emission": tf.constant(0, tf.int64)}
         if self.expected_counts is not None:
             state["seen"] = tf.zeros([self.num_buckets], tf.int64)
         seed = tf.stack([tf.constant(self.seed, tf.int64), epoch])
