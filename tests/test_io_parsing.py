@@ -156,9 +156,10 @@ def assert_same(parsed, expected, spec):
     np.testing.assert_array_equal(parsed, expected, err_msg=spec.name)
 
 
-# Every kind with and without batching, each compression in both kinds and
-# both ways of parsing (compression is the reader's, not the parser's: the
-# parsed values cannot depend on it beyond whether the bytes arrive).
+# Every kind with and without batching, each compression read at least once
+# (compression is the reader's, not the parser's: the parsed values cannot
+# depend on it beyond whether the bytes arrive; each pipeline takes seconds
+# to trace).
 @pytest.mark.parametrize(
     "kind, compression, batch_size",
     [
@@ -166,8 +167,6 @@ def assert_same(parsed, expected, spec):
         ("example", "gzip", 2),
         ("sequence_example", "zlib", None),
         ("sequence_example", None, 2),
-        ("example", "zlib", 2),
-        ("sequence_example", "gzip", None),
     ],
 )
 def test_round_trip_is_exact(tmp_path, kind, compression, batch_size):
@@ -523,12 +522,13 @@ def mixed(path, kind):
     return [file], Manifest.from_dict(manifest)
 
 
-# Every kind in batches of 3; batches of 1 (the edge case) once per policy.
+# Every kind in batches of 3; batches of 1 (the edge case) once, where
+# records are also left out (a parse pipeline takes seconds to trace).
 @pytest.mark.parametrize(
     "kind, on_error, batch_sizes",
     [
         ("example", "raise", [3]),
-        ("sequence_example", "raise", [3, 1]),
+        ("sequence_example", "raise", [3]),
         ("example", "skip", [3]),
         ("sequence_example", "skip", [3]),
         ("mixed examples", "skip", [3]),
@@ -545,15 +545,17 @@ def test_unbatched_elements_are_make_parsers(
     records = [read_file_records(file, manifest.compression) for file in files]
     names = unbatchable(manifest)
     single = parse_records(records, manifest, names, on_error)
+    expected = list(single)  # read once, compared with each batch size
     if kind.startswith("mixed"):
-        assert {bool(valid) for _, valid in single} == {True, False}
-    for batch_size in batch_sizes:  # one make_parser pipeline for all
+        assert {bool(valid) for _, valid in expected} == {True, False}
+    for batch_size in batch_sizes:
         batched = parse_records(records, manifest, names, on_error, batch_size)
-        assert_same_elements(single, batched)
+        assert_same_elements(single, expected, batched)
 
 
-def assert_same_elements(single, batched):
-    """`batched` (parsed in batches, unbatched) has `single`'s elements."""
+def assert_same_elements(single, expected_elements, batched):
+    """`batched` (parsed in batches, unbatched) has the elements of `single`,
+    `expected_elements`."""
     specs = zip(
         tf.nest.flatten(single.element_spec),
         tf.nest.flatten(batched.element_spec),
@@ -564,7 +566,7 @@ def assert_same_elements(single, batched):
     # a map turns the ragged-rank-0 specs into make_parser's
     mapped = batched.map(lambda *parts: parts if len(parts) > 1 else parts[0])
     assert mapped.element_spec == single.element_spec
-    elements = list(zip(single, batched, strict=True))
+    elements = list(zip(expected_elements, batched, strict=True))
     assert elements
     for expected, element in elements:
         tf.nest.assert_same_structure(expected, element)
@@ -576,8 +578,11 @@ def assert_same_elements(single, batched):
             np.testing.assert_array_equal(batched_value.numpy(), value.numpy())
 
 
-@pytest.mark.parametrize("on_error", ["raise", "skip"])
-@pytest.mark.parametrize("kind", ["example", "sequence_example"])
+# Each kind once, each policy once: the policies decode the same tensors
+# (test_unbatched_elements_are_make_parsers compares both kinds under both).
+@pytest.mark.parametrize(
+    "kind, on_error", [("example", "skip"), ("sequence_example", "raise")]
+)
 def test_batches_are_dense_or_ragged(written, kind, on_error):
     files, manifest = written[kind]
     records = read_file_records(files[1], manifest.compression)
