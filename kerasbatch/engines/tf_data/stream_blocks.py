@@ -8,15 +8,10 @@ together, in the order the numpy plan gives them.
 """
 
 from kerasbatch.engines.tf_data import orders as epochs_lib
+from kerasbatch.engines.tf_data.as_written import plain
 from kerasbatch.optional import tensorflow as tf
 from kerasbatch.planning import orders
 from kerasbatch.planning.stream_blocks import LAST_KEY, ROW_FIELDS
-
-
-def plain(function):
-    """`function`, which tf.data runs as written (no AutoGraph, nor its
-    cost)."""
-    return tf.autograph.experimental.do_not_convert(function)
 
 
 def gather(rows, indices, sequence_positions):
