@@ -1,0 +1,120 @@
+"""CPU seconds of the first tf.data build in a fresh process, as written and
+with AutoGraph.
+
+tf.data converts every function it traces with AutoGraph unless told not
+to; the engine traces its own functions as written (`plain` in
+`kerasbatch.engines.tf_data.as_written`). AutoGraph's cost falls on the
+first build of each process (it caches its conversions), which is every
+build of a short script, a notebook kernel or a worker. This runs, for
+each builder, one fresh process per setting and repeat: "as written" is
+the library as it is, "AutoGraph" the same with `plain` made to convert
+(what tf.data does by default). Each process builds once, on 300 sequences
+of 1-59 tokens, and times the build and one epoch:
+
+    python benchmarks/first_build.py --repeats 3
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+BUILDERS = {
+    "BucketBuilder": "kerasbatch.BucketBuilder(num_buckets=4, batch_size=16)",
+    "PaddedBuilder": "kerasbatch.PaddedBuilder(batch_size=16)",
+    "PackedBuilder": "kerasbatch.PackedBuilder(64, batch_size=8)",
+    "ChunkBuilder": "kerasbatch.ChunkBuilder(8, batch_size=16)",
+    "WindowBuilder": "kerasbatch.WindowBuilder(16)",
+    "StreamBucketBuilder": (
+        "kerasbatch.StreamBucketBuilder(boundaries=[16, 32], batch_size=16)"
+    ),
+}
+
+#: Run in a fresh process: argv[1] is the builder expression, argv[2]
+#: "autograph" or "as-written". Prints the build's and the epoch's CPU-s.
+ONE_BUILD = """
+import json, sys, time
+import numpy as np
+import tensorflow as tf
+import kerasbatch
+from kerasbatch.engines.tf_data import as_written
+if sys.argv[2] == "autograph":  # what tf.data does by default
+    as_written.plain = lambda function: function
+    for name in ("pipeline", "stream_blocks", "stream_pipeline"):
+        module = __import__("kerasbatch.engines.tf_data." + name, fromlist=["plain"])
+        module.plain = as_written.plain
+rng = np.random.default_rng(0)
+x = [rng.integers(1, 100, size=n).astype("int32") for n in rng.integers(1, 60, 300)]
+y = np.arange(300, dtype="float32")
+builder = eval(sys.argv[1])
+if isinstance(builder, kerasbatch.StreamBucketBuilder):
+    ragged = tf.ragged.constant(x)
+    source = tf.data.Dataset.from_tensor_slices((ragged, y))
+    build = lambda: builder.build(source)
+else:
+    build = lambda: builder.build(x, y)
+start = time.process_time()
+dataset = build()
+built = time.process_time() - start
+start = time.process_time()
+for _ in dataset:
+    pass
+print(json.dumps({"build": built, "epoch": time.process_time() - start}))
+"""
+
+
+def one_build(expression, setting):
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run(
+        [sys.executable, "-c", ONE_BUILD, expression, setting],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode:
+        raise RuntimeError(f"{expression} ({setting}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", help="write the figures to this file")
+    args = parser.parse_args()
+    results = {}
+    print(
+        "| builder | build, AutoGraph | build, as written | epoch, AutoGraph "
+        "| epoch, as written |"
+    )
+    print("|---|---:|---:|---:|---:|")
+    for name, expression in BUILDERS.items():
+        runs = {setting: [] for setting in ("autograph", "as-written")}
+        for _ in range(args.repeats):  # settings alternate: the same load
+            for setting, found in runs.items():
+                found.append(one_build(expression, setting))
+        medians = {
+            setting: {
+                part: statistics.median(run[part] for run in found)
+                for part in ("build", "epoch")
+            }
+            for setting, found in runs.items()
+        }
+        results[name] = medians
+        print(
+            f"| {name} | {medians['autograph']['build']:.2f} "
+            f"| {medians['as-written']['build']:.2f} "
+            f"| {medians['autograph']['epoch']:.2f} "
+            f"| {medians['as-written']['epoch']:.2f} |",
+            flush=True,
+        )
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(results, file, indent=1)
+
+
+if __name__ == "__main__":
+    main()
