@@ -5,7 +5,6 @@ most of what these tests cost: training batches come in 2 shapes and
 validation batches in 2 more, enough to see that every one is warmed up.
 """
 
-import functools
 import json
 import os
 import subprocess
@@ -105,10 +104,9 @@ class Traces(keras.callbacks.Callback):
         self.at_epoch_end = len(self.model.traced)
 
 
-@functools.cache
 def with_and_without_warm_up(structure, steps_per_execution):
-    """A fit with `WarmUp` and one without, on `structure`'s batches; shared
-    by the tests that check them (each fit compiles every shape)."""
+    """A fit with `WarmUp` (whose traces are counted) and one without, on
+    `structure`'s batches (each fit compiles every shape)."""
     if structure == "x_y":
 
         def build(builder):
@@ -137,7 +135,7 @@ def with_and_without_warm_up(structure, steps_per_execution):
 def test_training_with_warm_up_is_exactly_training_without(
     structure, steps_per_execution
 ):
-    warm_fit, plain_fit, _, built_shapes = with_and_without_warm_up(
+    warm_fit, plain_fit, traces, built_shapes = with_and_without_warm_up(
         structure, steps_per_execution
     )
     warm, warm_history, (callback, _) = warm_fit
@@ -151,20 +149,15 @@ def test_training_with_warm_up_is_exactly_training_without(
     assert callback.shapes == built_shapes
     assert len(callback.shapes) == 2
     assert len(callback.validation_shapes) == 2
+    # Every trace of the fit with WarmUp happened before the first epoch.
+    assert traces.at_begin > 0
+    assert traces.at_epoch_end == traces.at_begin
 
 
 def _built_shapes(factory, build):
     builder = factory()
     build(builder)
     return builder.batch_shapes()
-
-
-@pytest.mark.backend
-def test_every_trace_happens_before_the_first_epoch():
-    # The fit with WarmUp of the test above, which counted the traces.
-    _, _, traces, _ = with_and_without_warm_up("x_y", 1)
-    assert traces.at_begin > 0
-    assert traces.at_epoch_end == traces.at_begin
 
 
 #: Trains the tiny model with and without WarmUp in one process whose XLA
