@@ -5,8 +5,9 @@ not to. The engine's functions need no conversion: their Python `if`s and
 loops decide on Python values as the graph is traced, and what the data
 decides is TensorFlow ops (`tf.cond`, datasets). Converted, they would only
 cost: AutoGraph parses and rewrites the source of every function it reaches,
-about 2 CPU-s in the first build of a process (a `BucketBuilder` build on
-200 elements: 2.3 CPU-s converted, 0.3 as written). A user's functions
+2-4 CPU-s in the first build of a process (`benchmarks/first_build.py`:
+a `BucketBuilder` on 300 sequences, 2.66 CPU-s converted, 0.29 as
+written). A user's functions
 that the engine traces (a `kerasbatch.Reducer`'s) are converted, as tf.data
 converts them (`kerasbatch.engines.tf_data.reducers`).
 """
