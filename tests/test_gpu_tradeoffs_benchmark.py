@@ -26,16 +26,6 @@ sys.path.insert(0, BENCHMARKS)
 import gpu_tradeoffs  # noqa: E402  (standard library and numpy at import)
 
 TIMEOUT_SECONDS = 300
-#: XLA compiles the smoke run's steps with less optimisation, which none of
-#: the checks below measure (which shapes compile, finite losses, planned
-#: figures): 110 -> 74 CPU-s for the run on 2 cores.
-QUICK_COMPILES = " ".join(
-    [
-        os.environ.get("XLA_FLAGS", ""),
-        "--xla_backend_optimization_level=0",
-        "--xla_llvm_disable_expensive_passes=true",
-    ]
-).strip()
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +37,8 @@ def run(tmp_path_factory):
         capture_output=True,
         text=True,
         timeout=TIMEOUT_SECONDS,
-        env={**os.environ, "KERAS_BACKEND": "jax", "XLA_FLAGS": QUICK_COMPILES},
+        # XLA compiles with less optimisation (tests/conftest.py)
+        env={**os.environ, "KERAS_BACKEND": "jax"},
     )
     assert completed.returncode == 0, (
         completed.stdout[-4000:] + completed.stderr[-4000:]

@@ -202,7 +202,8 @@ COUNT_COMPILES = textwrap.dedent(
 @pytest.mark.backend
 def test_xla_compiles_every_shape_at_train_begin_and_never_in_the_epochs(tmp_path):
     dump = tmp_path / "xla"
-    env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={dump}")
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump}"
+    env = dict(os.environ, XLA_FLAGS=flags)
     done = subprocess.run(
         [sys.executable, "-c", COUNT_COMPILES, str(dump), os.path.dirname(__file__)],
         env=env,
