@@ -4,9 +4,11 @@
 # TensorFlow: `import tensorflow` must fail there), then every test in this
 # folder on KERAS_BACKEND=jax: every builder on the grain and python engines
 # in a real model.fit, the callbacks, resume after a kill, and the tuner
-# (on every core, as the main suite; --dist loadgroup keeps the tests of an
-# xdist_group on one worker, so that the processes of test_multi_host and of
-# test_resume start once).
+# (on every core, as the main suite; --dist loadscope gives each module to
+# one worker, so that the processes of test_multi_host's and test_resume's
+# module fixtures start once. --dist loadgroup would group by xdist_group
+# marks, but with pytest 9.2 it silently stops grouping and both workers ran
+# those fixtures: pytest-dev/pytest-xdist#1386).
 set -eu
 cd "$(dirname "$0")/../.."
 venv="${TMPDIR:-/tmp}/kerasbatch-without-tensorflow"
@@ -31,5 +33,5 @@ if "$venv/bin/python" -c "import tensorflow" 2>/dev/null; then
   echo "TensorFlow is installed in $venv: this check needs an environment without it" >&2
   exit 1
 fi
-KERAS_BACKEND=jax "$venv/bin/python" -m pytest -q -n auto --dist loadgroup -p no:cacheprovider \
+KERAS_BACKEND=jax "$venv/bin/python" -m pytest -q -n auto --dist loadscope -p no:cacheprovider \
   tests/tensorflow_free "$@"

@@ -76,9 +76,8 @@ def fed_parts(tmp_path_factory):
     ]
 
 
-# One worker runs the three (`run.sh` distributes with --dist loadgroup), so
+# One worker runs the three (`run.sh` gives each module to one worker), so
 # the module's fixture starts the two processes once.
-@pytest.mark.xdist_group("multi_host")
 @pytest.mark.parametrize(
     "engine, on_disk", [("grain", False), ("python", False), ("grain", True)]
 )

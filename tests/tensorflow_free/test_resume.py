@@ -75,9 +75,8 @@ def trained(directory, phase):
         return [json.loads(line) for line in file]
 
 
-# One worker runs the three (`run.sh` distributes with --dist loadgroup), so
+# One worker runs the three (`run.sh` gives each module to one worker), so
 # the module's fixture starts its processes once.
-@pytest.mark.xdist_group("resume")
 @pytest.mark.parametrize("config", CONFIGS, ids="-".join)
 def test_a_killed_fit_resumes_with_the_uninterrupted_batches(config, fits):
     directory, killed, resumed = fits[config]
