@@ -88,6 +88,11 @@ def test_notebook_runs_cleanly(path, tmp_path, monkeypatch):
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     monkeypatch.setenv("TMPDIR", str(temporary))
+    # AutoGraph (in TensorFlow's steps and maps) writes the code it converts
+    # to modules in TMPDIR and imports them; where Python may write bytecode,
+    # it writes theirs beside them, in a `__pycache__` that is Python's, not
+    # the tutorial's. The kernel writes none.
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "matplotlib"))
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
