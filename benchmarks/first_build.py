@@ -9,7 +9,11 @@ build of a short script, a notebook kernel or a worker. This runs, for
 each builder, one fresh process per setting and repeat: "as written" is
 the library as it is, "AutoGraph" the same with `plain` made to convert
 (what tf.data does by default). Each process builds once, on 300 sequences
-of 1-59 tokens, and times the build and one epoch:
+of 1-59 tokens, and times the build and one epoch. The last row is a
+`kerasbatch.io.TFRecordLoader` of the same sequences (written to TFRecord
+files first, untimed): its length pass and its build with a
+`StreamBucketBuilder`, as the data-on-disk guide does them; "AutoGraph" there
+makes `kerasbatch.io`'s entry points convert as well:
 
     python benchmarks/first_build.py --repeats 3
 """
@@ -30,6 +34,7 @@ BUILDERS = {
     "StreamBucketBuilder": (
         "kerasbatch.StreamBucketBuilder(boundaries=[16, 32], batch_size=16)"
     ),
+    "TFRecordLoader": "LOADER",
 }
 
 #: Run in a fresh process: argv[1] is the builder expression, argv[2]
@@ -42,14 +47,32 @@ import kerasbatch
 from kerasbatch.engines.tf_data import as_written
 if sys.argv[2] == "autograph":  # what tf.data does by default
     as_written.plain = lambda function: function
-    for name in ("pipeline", "stream_blocks", "stream_pipeline"):
-        module = __import__("kerasbatch.engines.tf_data." + name, fromlist=["plain"])
+    for name in ("engines.tf_data.pipeline", "engines.tf_data.stream_blocks",
+                 "engines.tf_data.stream_pipeline", "io.parsing"):
+        module = __import__("kerasbatch." + name, fromlist=["plain"])
         module.plain = as_written.plain
 rng = np.random.default_rng(0)
 x = [rng.integers(1, 100, size=n).astype("int32") for n in rng.integers(1, 60, 300)]
 y = np.arange(300, dtype="float32")
-builder = eval(sys.argv[1])
-if isinstance(builder, kerasbatch.StreamBucketBuilder):
+if sys.argv[1] == "LOADER":
+    import tempfile
+    from kerasbatch.io import TFRecordLoader, write_dataset
+    temporary = tempfile.TemporaryDirectory()  # removed as the process ends
+    directory = temporary.name + "/records"
+    write_dataset(directory, [{"tokens": s} for s in x], num_shards=4)
+    loader = TFRecordLoader(
+        type="independent",
+        dataset={"type": "dir", "args": {"data_dir": directory}},
+        target_batch_size=16, drop_remainder=False, epochs=1, padding=False,
+        num_prefetch=1, num_read_buffer_bytes=0,
+        primary_features=[{"from_name": "tokens", "to_name": "x"}],
+    )
+    builder = kerasbatch.StreamBucketBuilder(boundaries=[16, 32], batch_size=16)
+    names = {"inputs": ["x"], "outputs": []}
+    build = lambda: loader.build(
+        **names, builder=builder, lengths=loader.lengths(**names, verbose=0)
+    )
+elif isinstance(builder := eval(sys.argv[1]), kerasbatch.StreamBucketBuilder):
     ragged = tf.ragged.constant(x)
     source = tf.data.Dataset.from_tensor_slices((ragged, y))
     build = lambda: builder.build(source)
@@ -84,6 +107,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument(
+        "--builders", help=f"comma-separated, of {list(BUILDERS)} (default all)"
+    )
     args = parser.parse_args()
     results = {}
     print(
@@ -91,7 +117,12 @@ def main():
         "| epoch, as written |"
     )
     print("|---|---:|---:|---:|---:|")
-    for name, expression in BUILDERS.items():
+    names = args.builders.split(",") if args.builders else list(BUILDERS)
+    unknown = set(names) - set(BUILDERS)
+    if unknown:
+        parser.error(f"unknown builders {sorted(unknown)}; valid: {list(BUILDERS)}")
+    for name in names:
+        expression = BUILDERS[name]
         runs = {setting: [] for setting in ("autograph", "as-written")}
         for _ in range(args.repeats):  # settings alternate: the same load
             for setting, found in runs.items():

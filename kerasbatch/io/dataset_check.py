@@ -14,6 +14,7 @@ import os
 
 import keras
 
+from kerasbatch.engines.tf_data.as_written import traced_as_written
 from kerasbatch.io.compressed_streams import TF_COMPRESSION, verify_stream
 from kerasbatch.io.error_messages import record_problem
 from kerasbatch.io.parsing import make_parser
@@ -68,6 +69,7 @@ class DatasetCheck:
         )
 
 
+@traced_as_written
 def check_dataset(manifest, files, names=None, *, verbose=1, manifest_path=None):
     """Reads and parses every record of `files`, collecting the problems.
 

@@ -7,6 +7,7 @@ than the manifest says, bytes that are no Example): a batch the op fails on
 is parsed again in chunks, and a chunk it fails on record by record.
 """
 
+from kerasbatch.engines.tf_data.as_written import traced_as_written
 from kerasbatch.io.dense_or_ragged import boolean_mask, identity
 from kerasbatch.io.parsing import ON_ERROR, make_batch_parser
 from kerasbatch.optional import tensorflow as tf
@@ -15,6 +16,7 @@ from kerasbatch.optional import tensorflow as tf
 _FALLBACK_CHUNK = 16
 
 
+@traced_as_written
 def parse_batches(
     batches,
     manifest,

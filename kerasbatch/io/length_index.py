@@ -16,6 +16,7 @@ import warnings
 import keras
 import numpy as np
 
+from kerasbatch.engines.tf_data.as_written import traced_as_written
 from kerasbatch.optional import tensorflow as tf
 
 CACHE_DIRECTORY = "__lengths__"
@@ -34,6 +35,7 @@ def cache_path(manifest_path, files, settings):
     )
 
 
+@traced_as_written
 def element_lengths(elements, verbose=1):
     """The length of every element of a finite dataset of dicts of tensors.
 
@@ -55,6 +57,7 @@ def element_lengths(elements, verbose=1):
     )
 
 
+@traced_as_written
 def batch_lengths(batches, verbose=1):
     """`element_lengths` of the elements of a dataset of parsed batches.
 

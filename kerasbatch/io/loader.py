@@ -10,6 +10,7 @@ structure the model takes (`kerasbatch.io.model_structure`).
 import copy
 import json
 
+from kerasbatch.engines.tf_data.as_written import traced_as_written
 from kerasbatch.io import length_index, loader_config, specifiers
 from kerasbatch.io.dataset_check import check_dataset
 from kerasbatch.io.features import parse_primaries, plan_features
@@ -160,6 +161,7 @@ class TFRecordLoader:
         )
 
     # ------------------------------------------------------------------ build
+    @traced_as_written
     def build(
         self, model=None, *, inputs=None, outputs=None, builder=None, lengths=None
     ):
@@ -255,6 +257,7 @@ class TFRecordLoader:
             blocks(), lengths=lengths, shardable=blocks(shard_files=True), batched=True
         )
 
+    @traced_as_written
     def lengths(self, model=None, *, inputs=None, outputs=None, cache=True, verbose=1):
         """The length-index pass: every element's length, in one read.
 
@@ -314,6 +317,7 @@ class TFRecordLoader:
         path = length_index.cache_path(manifest_path, files, settings)
         return length_index.cached_lengths(path, compute, cache=cache)
 
+    @traced_as_written
     def check(self, verbose=1):
         """Reads every record of the dataset and reports what is wrong, and where.
 

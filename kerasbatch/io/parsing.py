@@ -38,6 +38,7 @@ checks a whole dataset, and `error_message` (`kerasbatch.io.error_messages`)
 gives a failed check's message.
 """
 
+from kerasbatch.engines.tf_data.as_written import plain
 from kerasbatch.io import manifest as manifest_lib
 from kerasbatch.io.decoding import decode_all
 from kerasbatch.io.dense_or_ragged import identity
@@ -197,7 +198,7 @@ def _make_parse(manifest, names, on_error, batched):
         )
         return decoded, valid
 
-    return parse
+    return plain(parse)  # traced as written wherever it is mapped
 
 
 def _select(manifest, names):

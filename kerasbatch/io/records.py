@@ -27,6 +27,7 @@ Python reader in `kerasbatch.io.record_scan`, the stream sizes in
 
 import os
 
+from kerasbatch.engines.tf_data.as_written import traced_as_written
 from kerasbatch.io import manifest as manifest_lib
 from kerasbatch.io.compressed_streams import (
     TF_COMPRESSION,
@@ -42,6 +43,7 @@ _RECORD_FRAMING = 16
 _BLOCK = 1024
 
 
+@traced_as_written
 def read_file_records(
     file,
     compression,
