@@ -40,6 +40,7 @@ import numbers
 import socket
 import urllib.parse
 
+from kerasbatch.engines.tf_data.as_written import traced_as_written
 from kerasbatch.optional import tensorflow as tf
 
 
@@ -153,6 +154,7 @@ def check_reachable(service, timeout):
         ) from None
 
 
+@traced_as_written
 def distribute_planned(
     served, service, *, processing_mode, epochs, initial_epoch, num_workers, timeout
 ):
@@ -221,6 +223,7 @@ def global_batches(batch_arguments, epochs, initial_epoch, num_batches):
     return numbers.scan(initial, step)
 
 
+@traced_as_written
 def distribute_stream(
     served, service, processing_mode, epochs, initial_epoch, timeout, num_workers
 ):
