@@ -115,6 +115,13 @@ def test_zero_length_elements_are_allowed():
             r"x element 1 is a scalar",
         ),
         (
+            [{"tokens": np.ones(2)}, {"tokens": np.ones(3)}],
+            None,
+            None,
+            TypeError,
+            r"x element 0 is a dict \(keys \['tokens'\]\); give x as a dict of lists",
+        ),
+        (
             [np.ones(2), np.array(["a", "b"])],
             None,
             None,

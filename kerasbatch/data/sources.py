@@ -284,6 +284,12 @@ def _concatenate_sequences(sequences, where):
     for index, sequence in enumerate(sequences):
         if progress is not None and index % _PROGRESS_EVERY == 0:
             progress.update(index)
+        if isinstance(sequence, dict):
+            raise TypeError(
+                f"{where} element {index} is a dict (keys {list(sequence)}); "
+                f"give {where} as a dict of lists, one list per key, as Keras "
+                "takes multi-input data, not as a list of dicts."
+            )
         if is_sparse(sequence):
             raise TypeError(
                 f"{where} element {index} is a sparse tensor; pass dense arrays "
