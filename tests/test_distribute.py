@@ -50,7 +50,7 @@ def mirrored():
         cwd=HERE,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,  # about 10 times the fits on a quiet 2-core machine
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     (line,) = [x for x in completed.stdout.splitlines() if x.startswith("RESULT ")]
@@ -141,7 +141,7 @@ def data_parallel():
         cwd=HERE,
         capture_output=True,
         text=True,
-        timeout=400,
+        timeout=600,  # about 15 times the fit on a quiet 2-core machine
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -228,7 +228,7 @@ def run_workers(directory, phases):
         for i in range(2)
     ]
     try:
-        errors = [worker.communicate(timeout=240)[1] for worker in workers]
+        errors = [worker.communicate(timeout=480)[1] for worker in workers]
     finally:
         for worker in workers:
             worker.kill()

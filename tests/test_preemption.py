@@ -28,7 +28,7 @@ def start_phases(*directories_and_phases):
 
 def finish(process, expected_returncode):
     try:
-        _, errors = process.communicate(timeout=300)
+        _, errors = process.communicate(timeout=600)  # ~10x a quiet run
     finally:
         process.kill()  # a hang fails the test and leaves nothing running
     assert process.returncode == expected_returncode, errors[-3000:]
